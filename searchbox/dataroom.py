@@ -1,0 +1,247 @@
+"""The dataroom: safe extraction of a zip or folder into a run's read-only work/dataroom/, listing, chunking."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+from .config import DataroomLimits
+from .errors import DataroomError
+
+RATIO_MIN_BYTES = 1 << 20  # tiny files compress absurdly well; only judge ratios above this size
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}
+
+
+@dataclass
+class Workspace:
+    """A run directory: artifacts at the top, the agent's world under work/."""
+
+    run_dir: Path
+    files: list[str] = field(default_factory=list)  # dataroom files, relative, sorted
+    total_bytes: int = 0
+    sha256: str = ""  # content hash of the dataroom (names + bytes)
+    source: str = ""
+
+    @property
+    def work(self) -> Path:
+        return self.run_dir / "work"
+
+    @property
+    def dataroom(self) -> Path:
+        return self.work / "dataroom"
+
+    @property
+    def answer_path(self) -> Path:
+        return self.work / "ANSWER.md"
+
+
+def builtin_dataroom() -> Path:
+    """The small dataroom that ships with the package (used when none is given)."""
+    return Path(str(resources.files("searchbox") / "builtin" / "dataroom"))
+
+
+def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLimits | None = None) -> Workspace:
+    """Create run_dir/work/ and place the dataroom (zip, folder, or the built-in) read-only in it."""
+    limits = limits or DataroomLimits()
+    src = Path(source) if source else builtin_dataroom()
+    if not src.exists():
+        raise DataroomError(f"dataroom not found: {src}")
+    ws = Workspace(run_dir=Path(run_dir), source=str(src))
+    ws.work.mkdir(parents=True, exist_ok=True)
+    if ws.dataroom.exists():
+        make_writable(ws.dataroom)
+        shutil.rmtree(ws.dataroom)
+    partial = ws.work / ".dataroom.partial"
+    if partial.exists():
+        make_writable(partial)
+        shutil.rmtree(partial)
+    partial.mkdir()
+    try:
+        if src.is_dir():
+            entries = _copy_folder(src, partial, limits)
+        elif zipfile.is_zipfile(src):
+            entries = _extract_zip(src, partial, limits)
+        else:
+            raise DataroomError(f"{src}: not a zip archive or a folder")
+    except BaseException:
+        make_writable(partial)
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    os.replace(partial, ws.dataroom)
+    _make_read_only(ws.dataroom)
+    digest = hashlib.sha256()
+    for rel, size, file_hash in sorted(entries):
+        digest.update(f"{rel}\0{size}\0{file_hash}\n".encode("utf-8", "surrogateescape"))
+    ws.files = sorted(rel for rel, _, _ in entries)
+    ws.total_bytes = sum(size for _, size, _ in entries)
+    ws.sha256 = digest.hexdigest()
+    return ws
+
+
+def dataroom_hash(source: Path | str | None) -> str:
+    """Content hash of a dataroom source without extracting it (zip: entry CRCs; folder: bytes)."""
+    src = Path(source) if source else builtin_dataroom()
+    digest = hashlib.sha256()
+    if src.is_dir():
+        for path in sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink()):
+            digest.update(str(path.relative_to(src)).encode("utf-8", "surrogateescape"))
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    else:
+        try:
+            with zipfile.ZipFile(src) as zf:
+                for info in sorted(zf.infolist(), key=lambda i: i.filename):
+                    digest.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\n".encode("utf-8", "surrogateescape"))
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise DataroomError(f"{src}: unreadable zip ({exc})") from exc
+    return digest.hexdigest()
+
+
+def _entry_parts(name: str) -> tuple[str, ...]:
+    """Split an archive name into safe parts, or raise naming the entry."""
+    if "\x00" in name:
+        raise DataroomError(f"refused entry {name!r}: NUL byte in name")
+    norm = name.replace("\\", "/")
+    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
+        raise DataroomError(f"refused entry {name!r}: absolute path")
+    parts = tuple(p for p in PurePosixPath(norm).parts if p not in ("", "."))
+    if ".." in parts:
+        raise DataroomError(f"refused entry {name!r}: path traversal")
+    return parts
+
+
+def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
+    try:
+        zf = zipfile.ZipFile(src)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise DataroomError(f"{src}: broken zip ({exc})") from exc
+    with zf:
+        infos = zf.infolist()
+        files: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
+        declared = 0
+        for info in infos:
+            parts = _entry_parts(info.filename)
+            # Unix mode bits live in the high word; only their file-type part matters here.
+            ftype = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
+            if ftype == stat.S_IFLNK:
+                raise DataroomError(f"refused entry {info.filename!r}: symbolic link")
+            if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
+                raise DataroomError(f"refused entry {info.filename!r}: special file")
+            if info.is_dir() or not parts:
+                continue
+            if info.file_size > limits.max_file_bytes:
+                raise DataroomError(f"refused entry {info.filename!r}: {info.file_size} bytes exceeds max_file_bytes={limits.max_file_bytes}")
+            if info.file_size > RATIO_MIN_BYTES and info.file_size / max(info.compress_size, 1) > limits.max_ratio:
+                raise DataroomError(f"refused entry {info.filename!r}: compression ratio above {limits.max_ratio:g} (zip bomb?)")
+            declared += info.file_size
+            files.append((info, parts))
+        if len(files) > limits.max_files:
+            raise DataroomError(f"refused {src.name}: {len(files)} files exceeds max_files={limits.max_files}")
+        if declared > limits.max_bytes:
+            raise DataroomError(f"refused {src.name}: {declared} bytes exceeds max_bytes={limits.max_bytes}")
+        strip = _wrapper_prefix([p for _, p in files])
+        entries = []
+        written = 0
+        for info, parts in files:
+            rel_parts = parts[strip:]
+            target = dest.joinpath(*rel_parts)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                digest = hashlib.sha256()
+                size = 0
+                # Declared sizes can lie: count what actually comes out and stop at the caps.
+                with zf.open(info) as fh, open(target, "wb") as out:
+                    while chunk := fh.read(1 << 16):
+                        size += len(chunk)
+                        written += len(chunk)
+                        if size > limits.max_file_bytes or written > limits.max_bytes:
+                            raise DataroomError(f"refused entry {info.filename!r}: expands past the size caps (zip bomb?)")
+                        digest.update(chunk)
+                        out.write(chunk)
+            except DataroomError:
+                raise
+            except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as exc:
+                raise DataroomError(f"refused entry {info.filename!r}: cannot extract ({exc})") from exc
+            entries.append(("/".join(rel_parts), size, digest.hexdigest()))
+        return entries
+
+
+def _wrapper_prefix(all_parts: list[tuple[str, ...]]) -> int:
+    """1 when every file sits under one common top folder, else 0."""
+    if not all_parts or any(len(p) < 2 for p in all_parts):
+        return 0
+    return 1 if len({p[0] for p in all_parts}) == 1 else 0
+
+
+def _copy_folder(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
+    entries = []
+    total = 0
+    for root, dirs, names in os.walk(src, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(root, d)))
+        for name in sorted(names):
+            path = Path(root) / name
+            st = path.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                continue  # symlinks and special files are never followed into the dataroom
+            rel = path.relative_to(src)
+            total += st.st_size
+            if len(entries) + 1 > limits.max_files:
+                raise DataroomError(f"refused {src}: more than max_files={limits.max_files} files")
+            if st.st_size > limits.max_file_bytes or total > limits.max_bytes:
+                raise DataroomError(f"refused {rel}: exceeds the size caps")
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+            entries.append((rel.as_posix(), st.st_size, hashlib.sha256(target.read_bytes()).hexdigest()))
+    return entries
+
+
+def _make_read_only(root: Path) -> None:
+    for path in sorted(root.rglob("*"), reverse=True):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    root.chmod(0o555)
+
+
+def make_writable(root: Path) -> None:
+    """Undo the read-only bits so a run directory can be deleted."""
+    if not root.exists():
+        return
+    root.chmod(0o755)
+    for path in root.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def list_files(root: Path) -> list[str]:
+    """Regular files under root, relative, sorted; symlinks are not followed."""
+    out = []
+    for dirpath, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in names:
+            path = Path(dirpath) / name
+            if path.is_file() and not path.is_symlink():
+                out.append(path.relative_to(root).as_posix())
+    return sorted(out)
+
+
+def read_text(path: Path) -> str:
+    """File contents as text; undecodable bytes become U+FFFD rather than errors."""
+    return Path(path).read_bytes().decode("utf-8", errors="replace")
+
+
+def chunk_text(text: str, size: int = 1400, overlap: int = 180) -> list[tuple[int, str]]:
+    """Character windows of `size` with `overlap`: [(offset, text)]; never empty for non-empty text."""
+    if not text:
+        return []
+    step = max(1, size - overlap)
+    chunks = []
+    for start in range(0, len(text), step):
+        chunks.append((start, text[start : start + size]))
+        if start + size >= len(text):
+            break
+    return chunks

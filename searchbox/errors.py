@@ -1,0 +1,25 @@
+"""Domain errors: inner code raises these, the CLIs turn them into one-line messages."""
+
+
+class SearchboxError(Exception):
+    """Base class for every error a person should see as a one-line reason."""
+
+
+class DataroomError(SearchboxError):
+    """A dataroom was refused (unsafe or oversized archive, missing path)."""
+
+
+class ConfigError(SearchboxError):
+    """A configuration value is invalid; raised before any run starts."""
+
+
+class ModelError(SearchboxError):
+    """The model endpoint failed past its retries, or answered with something unusable."""
+
+
+class SandboxError(SearchboxError):
+    """Network isolation for tools is unavailable and the user did not opt out."""
+
+
+class SetupError(SearchboxError):
+    """A required part (llama-server, model file, ripgrep) is missing or broken."""

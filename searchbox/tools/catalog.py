@@ -1,0 +1,121 @@
+"""The tool catalog: the single source of truth for every tool's name, tier, default, schema and description.
+
+Registration in the agent, argument validation, `python -m searchbox tools` and the docs all read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..errors import ConfigError
+
+TIERS = ("builtin", "high", "low")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as the model sees it, plus where its implementation lives."""
+
+    name: str
+    tier: str  # builtin (always on) | high | low
+    default: bool  # on when no selection is given
+    description: str
+    parameters: dict[str, Any]
+    impl: str  # "module:function" under searchbox.tools, imported on first call
+
+    def schema(self) -> dict:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+def _obj(props: dict, required: Iterable[str] = ()) -> dict:
+    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
+
+
+S = {"type": "string"}
+I = {"type": "integer"}
+STRS = {"type": "array", "items": {"type": "string"}}
+
+CATALOG: tuple[ToolSpec, ...] = (
+    # built-ins: always on, confined to the run's work/ directory
+    ToolSpec("read", "builtin", True, "Read a text file (relative to the working directory), with line numbers. Use offset/limit for long files.",
+             _obj({"path": S, "offset": {**I, "minimum": 1}, "limit": {**I, "minimum": 1}}, ["path"]), "builtins:read"),
+    ToolSpec("bash", "builtin", True, "Run a bash command in the working directory (no network, time-limited). dataroom/ is read-only.",
+             _obj({"command": S, "timeout": {"type": "number", "minimum": 1}}, ["command"]), "builtins:bash"),
+    ToolSpec("grep", "builtin", True, "Search file contents with a regular expression (ripgrep). Returns path:line:text.",
+             _obj({"pattern": S, "path": S, "glob": S, "ignore_case": {"type": "boolean"}}, ["pattern"]), "builtins:grep"),
+    ToolSpec("find", "builtin", True, "List files whose path matches a glob pattern such as '*.md' or 'docs/**/*.txt'.",
+             _obj({"pattern": S, "path": S}, ["pattern"]), "builtins:find"),
+    ToolSpec("ls", "builtin", True, "List a directory's entries with sizes.", _obj({"path": S}), "builtins:ls"),
+    ToolSpec("write", "builtin", True, "Write a file in the working directory (not inside dataroom/), replacing it if present.",
+             _obj({"path": S, "content": S}, ["path", "content"]), "builtins:write"),
+    ToolSpec("edit", "builtin", True, "Replace an exact string in a file of the working directory.",
+             _obj({"path": S, "old": S, "new": S, "replace_all": {"type": "boolean"}}, ["path", "old", "new"]), "builtins:edit"),
+    # high tier: dataroom-aware, one call does the job
+    ToolSpec("search_dataroom", "high", True,
+             "Semantic search over the dataroom (or only the given files/folders). Returns the best chunks with path, score and text.",
+             _obj({"query": S, "k": {**I, "minimum": 1, "maximum": 50}, "paths": STRS}, ["query"]), "retrieval_tools:search_dataroom"),
+    ToolSpec("answer_question", "high", False,
+             "Find the passages of the dataroom that best answer a question: wide dense retrieval, then cross-encoder reranking.",
+             _obj({"question": S, "k": {**I, "minimum": 1, "maximum": 20}}, ["question"]), "retrieval_tools:answer_question"),
+    # low tier: stateless primitives over data the caller passes in
+    ToolSpec("embed_texts", "low", False,
+             "Embed texts and append one JSON line per text to a file in the working directory. Returns the path, count and dimension, not vectors.",
+             _obj({"texts": STRS, "role": {"enum": ["query", "passage"]}, "out": S}, ["texts"]), "retrieval_tools:embed_texts"),
+    ToolSpec("rerank", "low", False, "Score documents against a query with a cross-encoder; best first.",
+             _obj({"query": S, "documents": STRS, "top_n": {**I, "minimum": 1}}, ["query", "documents"]), "retrieval_tools:rerank"),
+    ToolSpec("similarity", "low", False,
+             "Cosine similarity: pairwise when a and b have equal length, else a matrix (a as queries, b as passages).",
+             _obj({"a": STRS, "b": STRS}, ["a", "b"]), "retrieval_tools:similarity"),
+    ToolSpec("classify", "low", False, "Assign each text the nearest label by embedding similarity.",
+             _obj({"texts": STRS, "labels": STRS}, ["texts", "labels"]), "retrieval_tools:classify"),
+    ToolSpec("cluster", "low", False, "Group near-duplicate texts (greedy single pass over cosine similarity).",
+             _obj({"texts": STRS, "threshold": {"type": "number", "minimum": 0, "maximum": 1}}, ["texts"]), "retrieval_tools:cluster"),
+    ToolSpec("select_diverse", "low", False, "Pick k mutually dissimilar texts (greedy max-min diversity).",
+             _obj({"texts": STRS, "k": {**I, "minimum": 1}}, ["texts"]), "retrieval_tools:select_diverse"),
+)
+
+BY_NAME = {spec.name: spec for spec in CATALOG}
+
+
+def select(selection: Any) -> list[ToolSpec]:
+    """Resolve a `tools=` value to specs, built-ins first; unknown names raise ConfigError.
+
+    None = catalog defaults; "none"/"" /[] = built-ins only; "high" | "low" | "all"; or a list (or
+    comma-separated string) of tool names and tiers.
+    """
+    builtins = [s for s in CATALOG if s.tier == "builtin"]
+    if selection is None:
+        return builtins + [s for s in CATALOG if s.tier != "builtin" and s.default]
+    if isinstance(selection, str):
+        selection = [p.strip() for p in selection.split(",") if p.strip()]
+    chosen: list[ToolSpec] = []
+    for item in selection:
+        item = str(item)
+        if item == "none":
+            continue
+        if item == "all":
+            chosen += [s for s in CATALOG if s.tier != "builtin"]
+        elif item in ("high", "low"):
+            chosen += [s for s in CATALOG if s.tier == item]
+        elif item in BY_NAME:
+            chosen.append(BY_NAME[item])
+        else:
+            raise ConfigError(f"unknown tool {item!r}; known: none, high, low, all, {', '.join(BY_NAME)}")
+    seen = {s.name for s in builtins}
+    out = list(builtins)
+    for spec in chosen:
+        if spec.name not in seen:
+            seen.add(spec.name)
+            out.append(spec)
+    return out
+
+
+def describe() -> str:
+    """The catalog as a markdown table (for --help and the README)."""
+    rows = ["| tool | tier | default | arguments | description |", "|---|---|---|---|---|"]
+    for s in CATALOG:
+        req = set(s.parameters.get("required", []))
+        args = ", ".join(f"{k}{'' if k in req else '?'}" for k in s.parameters["properties"])
+        rows.append(f"| `{s.name}` | {s.tier} | {'yes' if s.default else 'no'} | {args} | {s.description} |")
+    return "\n".join(rows)

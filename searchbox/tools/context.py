@@ -1,0 +1,41 @@
+"""What a tool call can see: the run's directories, harness limits, retrieval, and what the call touched."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..config import HarnessConfig
+
+PATH_RX = re.compile(r"dataroom/[^\s'\"|;&<>()`]+")
+
+
+class ToolError(Exception):
+    """A failure the model should read as the tool's result (never crashes the run)."""
+
+
+@dataclass
+class ToolContext:
+    """Shared by every tool of one run; `programs` and `paths` are reset per call."""
+
+    work: Path
+    harness: HarnessConfig
+    sandbox_mode: str = "bwrap"
+    retrieval: Optional[Any] = None  # searchbox.retrieval.Retrieval, built lazily by the toolset
+    programs: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def dataroom(self) -> Path:
+        return self.work / "dataroom"
+
+    def touch(self, path: str) -> None:
+        """Note a file this call read or returned (for retrieval grading)."""
+        if path and path not in self.paths:
+            self.paths.append(path)
+
+    def touch_from_text(self, text: str) -> None:
+        for match in PATH_RX.findall(text):
+            self.touch(match.rstrip(".,:"))

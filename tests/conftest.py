@@ -1,0 +1,57 @@
+"""Shared fixtures: an isolated SEARCHBOX_HOME, the scripted server, and a one-call run helper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from searchbox.config import RunConfig
+from searchbox.run import execute
+from tests.fakes.scripted_server import ScriptedServer
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("sbhome")
+    monkeypatch.setenv("SEARCHBOX_HOME", str(home))
+    monkeypatch.delenv("LLAMA_URL", raising=False)
+    return home
+
+
+@pytest.fixture
+def shared_data():
+    if not (SHARED / "jina-corpus.zip").exists():
+        pytest.skip(f"shared test data not found at {SHARED} (clone beside ../shared to run this test)")
+    return SHARED
+
+
+def make_cfg(**harness) -> RunConfig:
+    cfg = RunConfig(tools="none")
+    cfg.harness.today = "2026-01-01"
+    cfg.model.retries = 1
+    cfg.model.backoff_s = 0.01
+    for k, v in harness.items():
+        setattr(cfg.harness, k, v)
+    return cfg
+
+
+def run_script(tmp_path, script, cfg=None, question="How tall is Gannet Rock?", dataroom=None, name="run", server_kw=None, **kw):
+    """Run the agent against a scripted server; return (meta, server, run_dir)."""
+    cfg = cfg or make_cfg()
+    with ScriptedServer(list(script), **(server_kw or {})) as srv:
+        run_dir = tmp_path / name
+        meta = execute(cfg, question, dataroom, run_dir, srv.url, **kw)
+    return meta, srv, run_dir
+
+
+def tables(run_dir):
+    return pd.read_parquet(run_dir / "turns.parquet"), pd.read_parquet(run_dir / "tool_calls.parquet")
+
+
+def trace(run_dir):
+    return [json.loads(line) for line in (run_dir / "trace.jsonl").read_text().splitlines()]

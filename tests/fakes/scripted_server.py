@@ -1,0 +1,138 @@
+"""A scripted OpenAI-compatible server on loopback (real HTTP) that replays tool-call scripts.
+
+Each step of a script is one response:
+  {"tool_calls": [{"name": "read", "arguments": {...}}]}   a tool call (native or constrained JSON)
+  {"content": "text"}                                       a final message
+  {"raw": "text"}                                           raw content (e.g. broken JSON)
+  {"status": 500}                                           an HTTP error
+  {"sleep": 2.0, ...}                                       delay before answering
+  {"drop": true}                                            close the connection without answering
+When the script runs out, it answers {"content": "done"}.
+It adapts to the request: `response_format` -> constrained JSON content, `tools` -> native tool_calls.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class ScriptedServer:
+    def __init__(self, script=None, n_ctx=8192, supports_tools=True, chars_per_token=4.0):
+        self.script = list(script or [])
+        self.n_ctx = n_ctx
+        self.supports_tools = supports_tools
+        self.cpt = chars_per_token
+        self.requests: list[dict] = []
+        self.responses: list[dict] = []
+        self._prev = ""
+        self._lock = threading.Lock()
+        self.usage_total = {"prompt": 0, "completion": 0, "cached": 0}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, body, ctype="application/json"):
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/props":
+                    self._send(200, {"default_generation_settings": {"n_ctx": server.n_ctx},
+                                     "chat_template": "{{ messages }}",
+                                     "chat_template_caps": {"supports_tool_calls": server.supports_tools, "supports_tools": server.supports_tools}})
+                elif self.path == "/metrics":
+                    self._send(200, "llamacpp:prompt_tokens_seconds 123.5\nllamacpp:predicted_tokens_seconds 45.25\n", "text/plain")
+                elif self.path == "/health":
+                    self._send(200, {"status": "ok"})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                code, payload = server._respond(body)
+                if code is None:
+                    self.connection.close()
+                    return
+                self._send(code, payload)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # --- behaviour -------------------------------------------------------------------------
+    def _respond(self, body):
+        with self._lock:
+            self.requests.append(body)
+            step = self.script.pop(0) if self.script else {"content": "done"}
+        if step.get("sleep"):
+            time.sleep(step["sleep"])
+        if step.get("drop"):
+            return None, None
+        if step.get("status"):
+            return step["status"], {"error": {"message": "scripted failure"}}
+        json_mode = "response_format" in body
+        message = {"role": "assistant", "content": None}
+        if "raw" in step:
+            message["content"] = step["raw"]
+        elif "tool_calls" in step:
+            calls = step["tool_calls"]
+            if json_mode:
+                c = calls[0]
+                message["content"] = json.dumps({"tool": c["name"], "arguments": c.get("arguments", {})})
+            else:
+                message["tool_calls"] = [
+                    {"id": f"call_{len(self.requests)}_{i}", "type": "function",
+                     "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c.get("arguments"), str) else json.dumps(c.get("arguments", {}))}}
+                    for i, c in enumerate(calls)]
+        else:
+            text = step.get("content", "done")
+            message["content"] = json.dumps({"answer": text}) if json_mode else text
+        prompt_text = json.dumps(body.get("messages", [])) + json.dumps(body.get("tools", ""))
+        prompt = math.ceil(len(prompt_text) / self.cpt)
+        common = 0
+        for a, b in zip(prompt_text, self._prev):
+            if a != b:
+                break
+            common += 1
+        self._prev = prompt_text
+        cached = min(prompt - 1, int(common / self.cpt)) if prompt else 0
+        completion = max(1, math.ceil(len(json.dumps(message)) / self.cpt))
+        if prompt > self.n_ctx:
+            return 400, {"error": {"message": f"the request exceeds the available context size ({prompt} > {self.n_ctx})"}}
+        with self._lock:
+            self.usage_total["prompt"] += prompt
+            self.usage_total["completion"] += completion
+            self.usage_total["cached"] += max(cached, 0)
+        resp = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                          "prompt_tokens_details": {"cached_tokens": max(cached, 0)}},
+                "timings": {"prompt_n": prompt - max(cached, 0), "cache_n": max(cached, 0), "predicted_n": completion}}
+        self.responses.append(resp)
+        return 200, resp
+
+    def user_messages(self, text):
+        """How many times `text` was sent as a new trailing user message."""
+        count = 0
+        for req in self.requests:
+            msgs = req.get("messages", [])
+            if msgs and msgs[-1].get("role") == "user" and msgs[-1].get("content") == text:
+                count += 1
+        return count

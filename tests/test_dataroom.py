@@ -1,0 +1,122 @@
+"""Dataroom extraction: hostile archives are refused naming the entry, and nothing lands outside the run."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+
+import pytest
+
+from searchbox.config import DataroomLimits
+from searchbox.dataroom import chunk_text, dataroom_hash, list_files, make_writable, open_workspace
+from searchbox.errors import DataroomError
+
+
+def _zip(path, entries):
+    """entries: (name, data, mode or None)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data, mode in entries:
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if mode is not None:
+                info.external_attr = mode << 16
+            zf.writestr(info, data)
+    return path
+
+
+def _snapshot(root):
+    return {p for p in root.rglob("*")}
+
+
+HOSTILE = {
+    "traversal": ([("ok.txt", b"fine", None), ("../../evil.txt", b"x", None)], "../../evil.txt", "path traversal"),
+    "absolute": ([("/tmp/abs-evil.txt", b"x", None)], "/tmp/abs-evil.txt", "absolute path"),
+    "symlink": ([("link", b"/etc/passwd", stat.S_IFLNK | 0o777)], "link", "symbolic link"),
+    "fifo": ([("pipe", b"", stat.S_IFIFO | 0o644)], "pipe", "special file"),
+    "bomb": ([("bomb.txt", b"\0" * (8 << 20), None)], "bomb.txt", "compression ratio"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_zips_refused_naming_entry(tmp_path, kind):
+    entries, entry, why = HOSTILE[kind]
+    archive = _zip(tmp_path / f"{kind}.zip", entries)
+    run_dir = tmp_path / "run"
+    outside_before = _snapshot(tmp_path) - _snapshot(run_dir) if run_dir.exists() else _snapshot(tmp_path)
+    with pytest.raises(DataroomError) as err:
+        open_workspace(run_dir, archive)
+    assert entry in str(err.value) and why in str(err.value)
+    assert not (run_dir / "work" / "dataroom").exists()
+    after = {p for p in tmp_path.rglob("*") if run_dir not in p.parents and p != run_dir}
+    assert after == outside_before
+    assert not (tmp_path.parent / "evil.txt").exists() and not os.path.exists("/tmp/abs-evil.txt")
+
+
+def test_file_count_and_size_caps(tmp_path):
+    many = _zip(tmp_path / "many.zip", [(f"f{i}.txt", b"x", None) for i in range(12)])
+    with pytest.raises(DataroomError, match="max_files"):
+        open_workspace(tmp_path / "r1", many, DataroomLimits(max_files=10))
+    big = _zip(tmp_path / "big.zip", [("a.txt", os.urandom(5000), None), ("b.txt", os.urandom(5000), None)])
+    with pytest.raises(DataroomError, match="max_bytes"):
+        open_workspace(tmp_path / "r2", big, DataroomLimits(max_bytes=8000))
+
+
+def test_lying_header_is_caught_while_extracting(tmp_path):
+    """An entry whose declared size is small but which inflates past the cap is stopped mid-stream."""
+    archive = _zip(tmp_path / "lie.zip", [("a.txt", b"A" * 200_000, None)])
+    with pytest.raises(DataroomError, match="a.txt"):
+        open_workspace(tmp_path / "r", archive, DataroomLimits(max_file_bytes=100_000, max_ratio=1e9))
+
+
+def test_broken_zip_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"PK\x03\x04 this is not really a zip")
+    with pytest.raises(DataroomError):
+        open_workspace(tmp_path / "r", bad)
+    with pytest.raises(DataroomError, match="not found"):
+        open_workspace(tmp_path / "r", tmp_path / "missing.zip")
+
+
+def test_wrapper_folder_stripped_and_read_only(tmp_path):
+    archive = _zip(tmp_path / "c.zip", [("corpus/a.md", b"alpha", None), ("corpus/sub/b.md", b"beta", None)])
+    ws = open_workspace(tmp_path / "run", archive)
+    assert ws.files == ["a.md", "sub/b.md"]
+    assert list_files(ws.dataroom) == ["a.md", "sub/b.md"]
+    assert not os.access(ws.dataroom / "a.md", os.W_OK) or os.geteuid() == 0
+    assert stat.S_IMODE((ws.dataroom / "a.md").stat().st_mode) == 0o444
+    make_writable(ws.run_dir)
+
+
+def test_non_utf8_names_and_contents(tmp_path):
+    archive = tmp_path / "latin.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        info = zipfile.ZipInfo("caf\xe9.txt")  # cp437 name (no UTF-8 flag)
+        zf.writestr(info, b"\xff\xfe caf\xe9 \x80\x81")
+        zf.writestr("ok.txt", "plain")
+    ws = open_workspace(tmp_path / "run", archive)
+    assert len(ws.files) == 2
+    assert dataroom_hash(archive) == dataroom_hash(archive)
+
+
+def test_folder_source_skips_symlinks(tmp_path):
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "x.txt").write_text("x")
+    (src / "link").symlink_to("/etc/passwd")
+    ws = open_workspace(tmp_path / "run", src)
+    assert ws.files == ["d/x.txt"]
+
+
+def test_builtin_dataroom_is_the_default(tmp_path):
+    ws = open_workspace(tmp_path / "run", None)
+    assert "reports/lighthouses.csv" in ws.files and ws.sha256
+
+
+def test_chunk_text_windows():
+    text = "".join(chr(65 + i % 26) for i in range(3000))
+    chunks = chunk_text(text, 1400, 180)
+    assert [o for o, _ in chunks] == [0, 1220, 2440]
+    assert chunks[0][1][-180:] == chunks[1][1][:180]
+    assert "".join(c[1] for c in chunks).startswith(text[:1400])
+    assert chunk_text("", 10, 2) == []
