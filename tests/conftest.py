@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,7 @@ from searchbox.run import execute
 from tests.fakes.scripted_server import ScriptedServer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+REAL_HOME = os.environ.get("SEARCHBOX_HOME")  # the cache holding the llama-server build and model
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +23,15 @@ def isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SEARCHBOX_HOME", str(home))
     monkeypatch.delenv("LLAMA_URL", raising=False)
     return home
+
+
+@pytest.fixture
+def real_home(monkeypatch):
+    """Undo the isolated home for tests that need the real llama-server build and model cache."""
+    if REAL_HOME:
+        monkeypatch.setenv("SEARCHBOX_HOME", REAL_HOME)
+    else:
+        monkeypatch.delenv("SEARCHBOX_HOME", raising=False)
 
 
 @pytest.fixture

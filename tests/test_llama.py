@@ -1,0 +1,95 @@
+"""The embedded llama.cpp default: doctor, discovery, and one real end-to-end run with the bundled model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from searchbox import llama
+from searchbox.errors import SetupError
+
+
+def _llama_pids() -> set[int]:
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if argv0.endswith(b"llama-server"):
+                pids.add(int(entry.name))
+    return pids
+
+
+def test_doctor_reports_missing_build_and_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    proc = subprocess.run([sys.executable, "-m", "searchbox", "doctor", "--only", "llama-server", "model"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "SEARCHBOX_HOME": str(tmp_path / "empty")})
+    assert proc.returncode != 0
+    assert "llama-server" in proc.stdout and "MISSING" in proc.stdout
+    assert "python -m searchbox setup" in proc.stdout
+
+
+def test_find_server_prefers_config_and_rejects_bad_path(tmp_path):
+    with pytest.raises(SetupError, match="not an executable"):
+        llama.find_server(str(tmp_path / "nope"))
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'version: 9 (test)'\n")
+    fake.chmod(0o755)
+    assert llama.find_server(str(fake)) == fake
+    assert llama.server_version(fake) == "version: 9 (test)"
+
+
+def test_server_start_failure_shows_log_tail(tmp_path):
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'error: cannot load model' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    server = llama.LlamaServer(fake, tmp_path / "m.gguf", health_timeout_s=10)
+    with pytest.raises(SetupError, match="cannot load model"):
+        server.start()
+
+
+def test_parse_metrics():
+    from searchbox.llm import parse_metrics
+
+    text = "# HELP x\nllamacpp:prompt_tokens_seconds 250.5\nllamacpp:predicted_tokens_seconds 80\nllamacpp:prompt_tokens_total 12\n"
+    assert parse_metrics(text) == {"prefill_tokens_per_s": 250.5, "decode_tokens_per_s": 80.0, "server_prompt_tokens_total": 12.0}
+
+
+@pytest.mark.e2e
+def test_real_llama_server_end_to_end(tmp_path, real_home, shared_data):
+    if llama.find_server() is None or llama.find_model() is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
+    before = _llama_pids()
+    out = tmp_path / "run"
+    question = json.loads((shared_data / "jina-qa.jsonl").read_text().splitlines()[0])["question"]
+    proc = subprocess.run([sys.executable, "-m", "searchbox.run", question, str(shared_data / "jina-corpus.zip"),
+                           "--budget", "2", "--force-budget", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, env={k: v for k, v in os.environ.items() if k != "LLAMA_URL"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("run_meta.json", "turns.parquet", "tool_calls.parquet", "trace.jsonl", "snapshots"):
+        assert (out / name).exists(), name
+    meta = json.loads((out / "run_meta.json").read_text())
+    assert meta["turns"] == 2 and meta["stop_reason"] == "budget_spent"
+    assert meta["protocol"] == "json"  # SmolLM2's template has no tool calls: auto picks constrained JSON
+    calls = pd.read_parquet(out / "tool_calls.parquet")
+    assert len(calls) >= 1
+    turns = pd.read_parquet(out / "turns.parquet")
+    assert len(turns) == 2
+    t = meta["tokens"]
+    assert t["prompt"] > 0 and t["completion"] > 0
+    assert turns["prompt_tokens"].sum() == t["prompt"] and turns["completion_tokens"].sum() == t["completion"]
+    # What the server itself counted (/metrics, fresh server): uncached prompt and generated tokens.
+    reported = [json.loads(line)["usage"] for line in (out / "trace.jsonl").read_text().splitlines() if '"usage"' in line]
+    assert sum(u["prompt"] for u in reported) == t["prompt"]
+    assert meta["server"]["server_prompt_tokens_total"] == t["uncached_prompt"]
+    assert meta["server"]["server_predicted_tokens_total"] == t["completion"]
+    assert meta["server"]["decode_tokens_per_s"] > 0
+    assert _llama_pids() <= before  # the embedded server is gone
