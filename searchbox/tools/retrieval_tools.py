@@ -48,6 +48,7 @@ def embed_texts(ctx: ToolContext, texts: list[str], role: str = "passage", out: 
     texts = _texts(texts)
     target = resolve(ctx, out, writing=True)
     vectors = _retrieval(ctx).encode(texts, role)
+    target.parent.mkdir(parents=True, exist_ok=True)
     start = 0
     if target.is_file():
         start = sum(1 for _ in target.open("rb"))
