@@ -119,6 +119,7 @@ class Agent:
             self._add({"role": "user", "content": self.question})
 
     def _run_turn(self, tools: list[dict]) -> None:
+        repeats, last_call = 0, None
         for step in range(1, self.h.max_steps_per_turn + 1):
             if self.should_pause():
                 raise Stop("paused")
@@ -137,6 +138,9 @@ class Agent:
             if not calls:
                 self.stats.ended_by = "no_tool_calls"
                 return
+            signature = [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+            repeats = repeats + 1 if signature == last_call else 1
+            last_call = signature
             for call in calls:
                 fn = call["function"]
                 out = self.toolset.call(fn["name"], fn["arguments"])
@@ -146,6 +150,9 @@ class Agent:
                 self._add({"role": "tool", "tool_call_id": call["id"], "name": fn["name"], "content": out.output})
                 if self._run_over():
                     raise Stop("ceiling_seconds", f"run passed {self.h.run_ceiling_s}s")
+            if self.h.max_repeat_calls and repeats >= self.h.max_repeat_calls:
+                self.stats.ended_by = "repeated_calls"  # a looping model: end the turn, let budget forcing decide
+                return
         self.stats.ended_by = "max_steps"
 
     def _ask(self, tools: list[dict]) -> tuple[dict, Optional[str]]:

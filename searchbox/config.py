@@ -52,6 +52,7 @@ class HarnessConfig:
     force_budget: bool = True  # send "Continue." until the budget is spent
     max_turns: int = 64  # safety cap when the budget is in tokens
     max_steps_per_turn: int = 24  # model calls in one turn before the turn is cut
+    max_repeat_calls: int = 3  # the same call this many times in a row ends the turn (0 = never)
     turn_ceiling_s: Optional[float] = 900.0  # a turn past this ends (the run goes on)
     run_ceiling_s: Optional[float] = 3600.0  # the run past this stops: ceiling_seconds
     compact_at: float = 0.85  # compact when the next request would pass this share of context

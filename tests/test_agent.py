@@ -238,3 +238,12 @@ def test_run_meta_fields(tmp_path):
     assert on_disk["server"]["prefill_tokens_per_s"] == 123.5
     _, calls = tables(run_dir)
     assert on_disk["tool_calls"] == len(calls)
+
+
+def test_repeated_identical_calls_end_the_turn(tmp_path):
+    script = [READ] * 10 + [{"content": "ok"}]
+    meta, srv, run_dir = run_script(tmp_path, script, make_cfg(budget=2, max_repeat_calls=3))
+    turns, calls = tables(run_dir)
+    assert turns["ended_by"].iloc[0] == "repeated_calls"
+    assert list(calls["turn"]).count(1) == 3
+    assert meta["turns"] == 2

@@ -71,7 +71,7 @@ def test_real_llama_server_end_to_end(tmp_path, real_home, shared_data):
     out = tmp_path / "run"
     question = json.loads((shared_data / "jina-qa.jsonl").read_text().splitlines()[0])["question"]
     proc = subprocess.run([sys.executable, "-m", "searchbox.run", question, str(shared_data / "jina-corpus.zip"),
-                           "--budget", "2", "--force-budget", "--out", str(out)],
+                           "--budget", "2", "--force-budget", "--tools", "none", "--out", str(out)],
                           capture_output=True, text=True, timeout=900, env={k: v for k, v in os.environ.items() if k != "LLAMA_URL"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("run_meta.json", "turns.parquet", "tool_calls.parquet", "trace.jsonl", "snapshots"):

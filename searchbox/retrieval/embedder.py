@@ -60,12 +60,23 @@ def pick_device(wanted: str, min_free_gb: float, free_gb: Optional[float]) -> tu
     return wanted if wanted != "auto" else "cuda", f"free VRAM {free_gb:.1f} GiB"
 
 
+def _quiet_loading() -> None:
+    """Weight-loading progress bars would interleave with the sweep's progress lines."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
 class LocalEmbedder:
     """sentence-transformers on CPU or GPU; falls back to CPU when VRAM is short or loading runs out of memory."""
 
     def __init__(self, cfg: RetrievalConfig, free_gb_probe=free_vram_gb):
         from sentence_transformers import SentenceTransformer
 
+        _quiet_loading()
         self.cfg = cfg
         source = default_model_path() if cfg.embed_model == DEFAULT_MODEL else cfg.embed_model
         self.model_id = cfg.embed_model

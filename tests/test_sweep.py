@@ -1,0 +1,97 @@
+"""Hydra sweeps against the scripted server: grid x questions in runs.parquet, kill-and-relaunch loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from searchbox.errors import ConfigError
+from searchbox.sweep import SweepConfig, axes_of, count_jobs
+from tests.fakes.scripted_server import ScriptedServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sweep(args, url, root, **kw):
+    env = {**os.environ, "LLAMA_URL": url, "HYDRA_FULL_ERROR": "1"}
+    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_grid_times_questions_in_runs_parquet(tmp_path):
+    with ScriptedServer([]) as srv:
+        proc = _sweep(["tools=high,low,none", "budget=1,2", "questions.limit=2"], srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    sweep = tmp_path / "default"
+    runs = pd.read_parquet(sweep / "runs.parquet")
+    assert len(runs) == 12 and runs["run_id"].is_unique
+    grid = runs.groupby(["tools", "budget"]).size()
+    assert set(grid.index) == {(t, b) for t in ("high", "low", "none") for b in (1, 2)} and set(grid) == {2}
+    assert set(runs["question_id"]) == {"nw01", "nw02"}
+    assert (runs.loc[runs["budget"] == 2, "turns"] == 2).all() and (runs.loc[runs["budget"] == 1, "turns"] == 1).all()
+    for col in ("contains", "f1", "exact_match", "retrieval_hit", "tokens_total", "stop_reason", "model", "retriever"):
+        assert col in runs.columns, col
+    assert "search_dataroom" in runs.loc[runs["tools"] == "high", "tools_enabled"].iloc[0]
+    turns = pd.read_parquet(sweep / "turns.parquet")
+    assert len(turns) == runs["turns"].sum() and {"tools", "budget", "question_id"} <= set(turns.columns)
+    assert "[sweep] 12/12 runs done" in out
+
+
+def test_killed_sweep_relaunch_loses_nothing(tmp_path):
+    script = [{"sleep": 0.4, "content": "slow"}] * 400
+    args = ["tools=none,high", "budget=1,2", "questions.limit=3"]
+    runs_dir = tmp_path / "default" / "runs"
+    with ScriptedServer(script) as srv:
+        proc = _sweep(args, srv.url, tmp_path, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(list(runs_dir.glob("*/DONE"))) < 3:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        finished = {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/DONE")}
+        assert 3 <= len(finished) < 12
+        requests_before = len(srv.requests)
+        proc = _sweep(args, srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-3000:]
+        requests_after = len(srv.requests) - requests_before
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 12 and runs["run_id"].is_unique
+    for name, mtime in finished.items():  # finished runs were kept, not redone
+        assert (runs_dir / name / "DONE").stat().st_mtime_ns == mtime
+    assert not list(runs_dir.glob(".tmp-*"))
+    assert requests_after < 18  # 12 runs x 1.5 turns on average in all; the kept ones cost nothing
+
+
+def test_typo_fails_before_any_run(tmp_path):
+    proc = _sweep(["tools=high", "harness.budgett=3"], "http://127.0.0.1:9", tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "budgett" in out
+    assert not (tmp_path / "default" / "runs").exists() or not list((tmp_path / "default" / "runs").iterdir())
+    proc = _sweep(["tools.select=[telepathy]"], "http://127.0.0.1:9", tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "unknown tool 'telepathy'" in out
+
+
+def test_run_config_from_sweep_config():
+    sc = SweepConfig(budget=7, force_budget=False, budget_unit="tokens", seed=3)
+    sc.tools.select = ["rerank"]
+    cfg = sc.run_config()
+    assert cfg.harness.budget == 7 and cfg.harness.force_budget is False and cfg.model.seed == 3 and cfg.tools == ["rerank"]
+    sc.budget_unit = "minutes"
+    with pytest.raises(ConfigError, match="budget_unit"):
+        sc.run_config()
+
+
+def test_axes_and_job_count():
+    assert count_jobs(["tools=high,low,none", "budget=1,10,30", "questions.limit=2"]) == 9
+    axes = axes_of(["tools=high", "budget=10", "harness.compact_at=0.5"], SweepConfig(budget=10))
+    assert axes["budget"] == 10 and axes["harness.compact_at"] == "0.5" and axes["tools"] == "default"
