@@ -133,6 +133,11 @@ class Agent:
             if malformed:
                 self._record_call(step, message.get("raw", "")[:2000], "(malformed)", ok=False, error=malformed, duration_ms=0, output_chars=0)
                 self._add(self.protocol.feedback(malformed))
+                repeats = repeats + 1 if last_call == "malformed" else 1
+                last_call = "malformed"
+                if self.h.max_repeat_calls and repeats >= self.h.max_repeat_calls:
+                    self.stats.ended_by = "malformed_responses"
+                    return
                 continue
             calls = message.get("tool_calls") or []
             if not calls:

@@ -8,6 +8,7 @@ protocols drive the same loop to the same artifacts.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Optional
@@ -21,6 +22,19 @@ class Decoded:
 
     message: dict
     malformed: Optional[str] = None
+
+
+PARTIAL_ANSWER = re.compile(r'^\s*\{\s*"answer"\s*:\s*"(.*)$', re.DOTALL)
+
+
+def _unescape(fragment: str) -> str:
+    """Decode a JSON string body that may stop mid-escape."""
+    for cut in range(0, 7):
+        try:
+            return json.loads('"' + fragment[: len(fragment) - cut] + '"')
+        except ValueError:
+            continue
+    return fragment
 
 
 def _call_id() -> str:
@@ -127,6 +141,9 @@ class JsonProtocol:
         try:
             obj = json.loads(raw)
         except ValueError as exc:
+            partial = PARTIAL_ANSWER.match(raw)
+            if partial:  # an answer cut off at max_tokens: keep what was said rather than loop on it
+                return Decoded({"role": "assistant", "content": _unescape(partial.group(1)), "raw": raw, "truncated": True})
             return Decoded({"role": "assistant", "content": "", "raw": raw}, f"response is not valid JSON ({exc.msg} at char {exc.pos})")
         if isinstance(obj, dict) and isinstance(obj.get("tool"), str):
             args = obj.get("arguments", {})

@@ -229,7 +229,6 @@ def _task(cfg) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the progress lines
     hc = HydraConfig.get()
     sc: SweepConfig = OmegaConf.to_object(cfg)
     multirun = hc.mode.name == "MULTIRUN"
@@ -254,7 +253,11 @@ class SweepCallback(_Callback):
 
         from .llama import LlamaServer
 
-        overrides = list(config.hydra.overrides.task)
+        # The grid: sweeper params from the config (experiments), overridden by the command line.
+        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False)
+        grid = {k: f"{k}={v}" for k, v in params.items()}
+        grid.update({o.split("=")[0]: o for o in config.hydra.overrides.task})
+        overrides = list(grid.values())
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / "sweep.json").write_text(json.dumps({"jobs": count_jobs(overrides), "overrides": overrides,
@@ -285,6 +288,10 @@ def main() -> None:
     import hydra
 
     register_schema()
+    if not any(arg.startswith("hydra.searchpath") for arg in sys.argv[1:]):
+        # Named experiments live in experiments/experiment/*.yaml: `+experiment=NAME`.
+        sys.argv.append(f"hydra.searchpath=[file://{PROJECT_ROOT / 'experiments'}]")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the progress lines
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
     def entry(cfg) -> Optional[dict]:

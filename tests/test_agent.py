@@ -247,3 +247,15 @@ def test_repeated_identical_calls_end_the_turn(tmp_path):
     assert turns["ended_by"].iloc[0] == "repeated_calls"
     assert list(calls["turn"]).count(1) == 3
     assert meta["turns"] == 2
+
+
+def test_truncated_json_answer_is_salvaged_and_malformed_loops_end_the_turn(tmp_path):
+    cfg = make_cfg(budget=2, max_repeat_calls=3)
+    cfg.model.protocol = "json"
+    script = [{"raw": '{"answer": "It is 38.4 m\\u00e9tres and the survey says'}] + [{"raw": "{oops"}] * 3 + [{"content": "x"}]
+    meta, srv, run_dir = run_script(tmp_path, script, cfg)
+    snaps = {p.name: p.read_text() for p in (run_dir / "snapshots").iterdir()}
+    assert snaps["ANSWER-t1.md"].strip() == "It is 38.4 métres and the survey says"
+    turns, calls = tables(run_dir)
+    assert list(turns["ended_by"]) == ["no_tool_calls", "malformed_responses"]
+    assert list(calls["tool"]) == ["(malformed)"] * 3
