@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -86,7 +87,7 @@ def write(out_dir: Path, runs: pd.DataFrame, turns: pd.DataFrame, calls: pd.Data
     for name, df in (("runs", runs), ("turns", turns), ("tool_calls", calls)):
         table = pa.Table.from_pandas(df, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"searchbox_schema_version": str(SCHEMA_VERSION).encode()})
-        tmp = out_dir / f".{name}.parquet.tmp"
+        tmp = out_dir / f".{name}.parquet.{os.getpid()}.tmp"  # parallel jobs collect at once: never share a temp file
         pq.write_table(table, tmp)
         tmp.replace(out_dir / f"{name}.parquet")
 

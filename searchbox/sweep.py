@@ -221,6 +221,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
                 counts["failed"] += 1
             progress.update(ok, f"{q.id} {axes['tools']} budget={axes['budget']}: {meta['stop_reason']}")
             write(sweep_dir, *collect([sweep_dir]))
+            if meta["stop_reason"] == "interrupted":
+                raise KeyboardInterrupt  # Ctrl-C stops the sweep, not just this run; finished runs are kept
     return counts
 
 

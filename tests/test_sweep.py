@@ -95,3 +95,12 @@ def test_axes_and_job_count():
     assert count_jobs(["tools=high,low,none", "budget=1,10,30", "questions.limit=2"]) == 9
     axes = axes_of(["tools=high", "budget=10", "harness.compact_at=0.5"], SweepConfig(budget=10))
     assert axes["budget"] == 10 and axes["harness.compact_at"] == "0.5" and axes["tools"] == "default"
+
+
+def test_joblib_launcher_runs_jobs_in_parallel_workers(tmp_path):
+    with ScriptedServer([]) as srv:
+        proc = _sweep(["tools=none,high", "budget=1", "questions.limit=1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert sorted(runs["tools"]) == ["high", "none"]

@@ -100,6 +100,10 @@ class Retrieval:
 
     def chunks_of(self, path: str) -> list[Chunk]:
         if path not in self._chunks:
+            with open(self.root / path, "rb") as fh:
+                if b"\x00" in fh.read(8192):  # binary: nothing to embed
+                    self._chunks[path] = []
+                    return []
             text = read_text(self.root / path)
             self._chunks[path] = [Chunk(path, i, off, t) for i, (off, t) in enumerate(chunk_text(text, self.cfg.chunk_chars, self.cfg.chunk_overlap))]
         return self._chunks[path]
