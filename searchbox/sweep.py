@@ -256,7 +256,8 @@ class SweepCallback(_Callback):
         from .llama import LlamaServer
 
         # The grid: sweeper params from the config (experiments), overridden by the command line.
-        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False)
+        params = config.hydra.sweeper.get("params")
+        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         grid = {k: f"{k}={v}" for k, v in params.items()}
         grid.update({o.split("=")[0]: o for o in config.hydra.overrides.task})
         overrides = list(grid.values())
