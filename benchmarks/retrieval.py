@@ -93,7 +93,7 @@ def main() -> int:
     result["second_run"] = {"setup_s": round(second_s, 4), "embedded": second.encoder.stats["embedded"],
                             "disk_hits": second.encoder.stats["disk_hits"], "speedup": round(cold_setup / second_s, 1)}
 
-    # Latency: cold = first time a query is seen (query embedded), warm = repeated.
+    # Latency on the built index: a new query (embedded now) and the same query again (embedding cached).
     gold = [[f"dataroom/{g}" for g in q["gold_files"]] for q in questions]
     cold_lat, warm_lat = [], []
     for q in questions:
@@ -104,7 +104,8 @@ def main() -> int:
         t = time.monotonic()
         second.search(q["question"], k=8)
         warm_lat.append(time.monotonic() - t)
-    result["search_latency_ms"] = {"cold_p50": pct(cold_lat, 50), "cold_p95": pct(cold_lat, 95), "warm_p50": pct(warm_lat, 50), "warm_p95": pct(warm_lat, 95)}
+    result["search_latency_ms"] = {"new_query_p50": pct(cold_lat, 50), "new_query_p95": pct(cold_lat, 95),
+                                   "repeated_query_p50": pct(warm_lat, 50), "repeated_query_p95": pct(warm_lat, 95)}
 
     # Recall@k of gold files.
     recalls: dict = {}
@@ -119,7 +120,7 @@ def main() -> int:
     result["targets"] = {
         "second_run_no_reembed": result["second_run"]["embedded"] == 0,
         "second_run_20x": result["second_run"]["speedup"] >= 20,
-        "warm_p50_under_50ms": result["search_latency_ms"]["warm_p50"] < 50,
+        "warm_p50_under_50ms": result["search_latency_ms"]["new_query_p50"] < 50,  # warm index, queries never seen before
         "cold_within_10pct_of_direct": result["direct_encode"]["harness_overhead_pct"] <= 10,
     }
     args.out.mkdir(parents=True, exist_ok=True)
@@ -134,7 +135,9 @@ def main() -> int:
     lines += ["", "| measure | value |", "|---|---|",
               f"| cold embedding | {result['cold']['chunks_per_s']} chunks/s (direct encode {result['direct_encode']['chunks_per_s']}; overhead {result['direct_encode']['harness_overhead_pct']}%) |",
               f"| second-run setup | {result['second_run']['setup_s']} s vs {result['cold']['setup_s']} s cold ({result['second_run']['speedup']}x), {result['second_run']['embedded']} re-embedded |",
-              f"| search latency | cold p50 {lat['cold_p50']} ms / p95 {lat['cold_p95']} ms; warm p50 {lat['warm_p50']} ms / p95 {lat['warm_p95']} ms |",
+              f"| first search, cold (embed the whole corpus) | {result['cold']['setup_s']} s |",
+              f"| search on the built index, new query | p50 {lat['new_query_p50']} ms / p95 {lat['new_query_p95']} ms |",
+              f"| search on the built index, repeated query | p50 {lat['repeated_query_p50']} ms / p95 {lat['repeated_query_p95']} ms |",
               "", "Targets: " + ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in result["targets"].items())]
     (args.out / "retrieval.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -93,3 +93,20 @@ def test_real_llama_server_end_to_end(tmp_path, real_home, shared_data):
     assert meta["server"]["server_predicted_tokens_total"] == t["completion"]
     assert meta["server"]["decode_tokens_per_s"] > 0
     assert _llama_pids() <= before  # the embedded server is gone
+
+
+@pytest.mark.e2e
+def test_sweep_on_embedded_default(tmp_path, real_home):
+    """The README's main job, on a smaller grid: the sweep starts and stops the embedded server itself."""
+    if llama.find_server() is None or llama.find_model() is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
+    before = _llama_pids()
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_URL"}
+    proc = subprocess.run([sys.executable, "-m", "searchbox.sweep", "-m", "tools=high,none", "budget=1,2", "questions.limit=1",
+                           f"sweep.root={tmp_path}"], capture_output=True, text=True, timeout=900, env=env, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 4 and set(runs["tools"]) == {"high", "none"} and set(runs["budget"]) == {1, 2}
+    assert (runs["protocol"] == "json").all() and (runs["tokens_total"] > 0).all()
+    assert "embedded llama-server" in proc.stderr and "[sweep] 4/4 runs done" in proc.stderr
+    assert _llama_pids() <= before

@@ -180,7 +180,7 @@ import json, sys
 from searchbox.config import RetrievalConfig
 from searchbox.retrieval import Retrieval
 r = Retrieval(RetrievalConfig(), sys.argv[1])
-r.search("lighthouse height", k=3)
+r.dense_matrix(r.scope(None))  # passages go through the disk cache; queries stay in memory
 print(json.dumps(r.stats()["cache"]))
 """
 

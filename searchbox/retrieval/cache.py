@@ -84,7 +84,8 @@ class CachedEncoder:
                 self.stats["memory_hits"] += 1
             else:
                 need.append(k)
-        if need and self.disk is not None:
+        # Queries stay in memory: recomputing one is cheaper than a disk round trip on the search hot path.
+        if need and self.disk is not None and role != "query":
             disk = self.disk.get_many(need)
             self.stats["disk_hits"] += len(disk)
             found.update(disk)
@@ -96,7 +97,7 @@ class CachedEncoder:
             fresh = dict(zip(need, vectors))
             self.stats["misses"] += len(need)
             self.stats["embedded"] += len(need)
-            if self.disk is not None:
+            if self.disk is not None and role != "query":
                 self.disk.put_many(fresh)
             self.memory.update(fresh)
             found.update(fresh)
