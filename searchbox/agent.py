@@ -20,6 +20,7 @@ from .tools import Toolset
 STOP_REASONS = ("budget_spent", "first_turn_done", "token_budget_spent", "ceiling_seconds", "model_error", "interrupted", "paused")
 CONTINUE = "Continue."
 THINK_RX = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+OVERFLOW_RX = re.compile(r"context (size|length|window)|too many tokens|maximum context", re.IGNORECASE)
 
 SYSTEM_PROMPT = """You are a careful research agent. Today's date is {today}.
 Answer the user's question using only the documents in ./dataroom/ (read-only). There is no network access.
@@ -162,12 +163,21 @@ class Agent:
 
     def _ask(self, tools: list[dict]) -> tuple[dict, Optional[str]]:
         self._fit(tools)
-        payload = self.protocol.request(self.messages, tools)
-        payload["max_tokens"] = self.max_tokens
-        timeout = None
-        if self.h.run_ceiling_s:
-            timeout = max(1.0, self.h.run_ceiling_s - (time.monotonic() - self.started))
-        resp = self.client.chat(payload, timeout_s=min(timeout, self.client.cfg.timeout_s) if timeout else None)
+        for attempt in (1, 2):
+            payload = self.protocol.request(self.messages, tools)
+            payload["max_tokens"] = self.max_tokens
+            timeout = None
+            if self.h.run_ceiling_s:
+                timeout = max(1.0, self.h.run_ceiling_s - (time.monotonic() - self.started))
+            try:
+                resp = self.client.chat(payload, timeout_s=min(timeout, self.client.cfg.timeout_s) if timeout else None)
+                break
+            except ModelError as exc:
+                if attempt == 2 or not OVERFLOW_RX.search(str(exc)):
+                    raise
+                # The server counted more tokens than we estimated: trust it, compact harder, retry once.
+                self.tokens_per_char *= 1.5
+                self._fit(tools, force=True)
         sent_chars = len(json.dumps(payload.get("messages", []))) + len(json.dumps(payload.get("tools") or payload.get("response_format") or ""))
         if resp.usage.prompt > 0 and sent_chars > 0:
             self.tokens_per_char = resp.usage.prompt / sent_chars
@@ -216,17 +226,17 @@ class Agent:
         chars = len(json.dumps(self.messages)) + len(json.dumps(tools))
         return int(chars * self.tokens_per_char) + 16
 
-    def _fit(self, tools: list[dict]) -> None:
+    def _fit(self, tools: list[dict], force: bool = False) -> None:
         """Compact older turns until the next request fits under compact_at of the window."""
         target = int(self.context_window * self.h.compact_at) - self.max_tokens
-        if self._estimate(tools) <= target:
+        if not force and self._estimate(tools) <= target:
             return
         before = self._estimate(tools)
         current = self.turn_starts[-1] if self.turn_starts else len(self.messages)
         for stage in (self._drop_old_tool_output, self._trim_current_tool_output, self._drop_old_turns):
             stage(current)
             current = self.turn_starts[-1] if self.turn_starts else len(self.messages)
-            if self._estimate(tools) <= target:
+            if not force and self._estimate(tools) <= target:
                 break
         after = self._estimate(tools)
         self.compactions += 1

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import datetime as dt
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,8 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         **(extra_meta or {}),
     }
     recorder.meta(meta)
+    pause_file = run_dir / "PAUSE"  # `touch <run>/PAUSE` stops the run cleanly between steps
+    should_pause = should_pause or pause_file.exists
     agent = None
     try:
         protocol = choose(cfg.model.protocol, client)
@@ -97,7 +100,17 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
     return meta
 
 
+def sigterm_as_interrupt() -> None:
+    """SIGTERM ends a run like Ctrl-C: stop reason `interrupted`, logs complete, server stopped."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    sigterm_as_interrupt()
     parser = argparse.ArgumentParser(prog="python -m searchbox.run", description="Answer one question over a dataroom with a local agent.")
     parser.add_argument("question")
     parser.add_argument("dataroom", nargs="?", help="zip or folder (default: the built-in dataroom)")

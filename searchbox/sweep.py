@@ -25,6 +25,7 @@ from .errors import SearchboxError
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = PROJECT_ROOT / "conf"
 INFRA_STOPS = {"model_error", "interrupted", "paused"}  # runs stopped by these are redone on relaunch
+COLLECT_EVERY_S = 30.0  # sweep tables are refreshed at most this often while a job runs, and at its end
 
 
 # ---- the structured config (Hydra validates every override against it) ----------------------
@@ -169,6 +170,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
     from .dataroom import builtin_dataroom, dataroom_hash, make_writable
     from .grading import Judge, grade, load_questions
     from .llm import ChatClient
+    from .paths import atomic_write
     from .run import endpoint_for, execute, run_key
     from .tools import select
 
@@ -192,6 +194,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
             todo.append((q, key))
     if not todo:
         return counts
+    last_collect = time.monotonic()
     with endpoint_for(cfg) as url:
         judge = None
         if sc.grading.judge:
@@ -211,8 +214,6 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
                 grades = grade(tmp, q, judge)
                 meta["grades"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in grades.items()}
                 meta["gold_answer"] = q.answer
-                from .paths import atomic_write
-
                 atomic_write(tmp / "run_meta.json", json.dumps(meta, indent=2, default=str))
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
@@ -220,9 +221,12 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
             else:
                 counts["failed"] += 1
             progress.update(ok, f"{q.id} {axes['tools']} budget={axes['budget']}: {meta['stop_reason']}")
-            write(sweep_dir, *collect([sweep_dir]))
             if meta["stop_reason"] == "interrupted":
                 raise KeyboardInterrupt  # Ctrl-C stops the sweep, not just this run; finished runs are kept
+            if time.monotonic() - last_collect > COLLECT_EVERY_S:
+                write(sweep_dir, *collect([sweep_dir]))
+                last_collect = time.monotonic()
+    write(sweep_dir, *collect([sweep_dir]))
     return counts
 
 
@@ -290,7 +294,10 @@ class SweepCallback(_Callback):
 def main() -> None:
     import hydra
 
+    from .run import sigterm_as_interrupt
+
     register_schema()
+    sigterm_as_interrupt()
     if not any(arg.startswith("hydra.searchpath") for arg in sys.argv[1:]):
         # Named experiments live in experiments/experiment/*.yaml: `+experiment=NAME`.
         sys.argv.append(f"hydra.searchpath=[file://{PROJECT_ROOT / 'experiments'}]")

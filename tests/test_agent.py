@@ -259,3 +259,24 @@ def test_truncated_json_answer_is_salvaged_and_malformed_loops_end_the_turn(tmp_
     turns, calls = tables(run_dir)
     assert list(turns["ended_by"]) == ["no_tool_calls", "malformed_responses"]
     assert list(calls["tool"]) == ["(malformed)"] * 3
+
+
+def test_server_reported_overflow_compacts_and_retries(tmp_path):
+    big = {"tool_calls": [{"name": "bash", "arguments": {"command": "head -c 2000 /dev/zero | tr '\\0' b"}}]}
+    overflow = {"status": 400, "message": "the request exceeds the available context size, try increasing it"}
+    script = [big, {"content": "one"}, big, overflow, {"content": "two"}]
+    meta, srv, run_dir = run_script(tmp_path, script, make_cfg(budget=2))
+    assert meta["stop_reason"] == "budget_spent", meta["stop_detail"]
+    assert meta["compactions"] >= 1
+    retried = srv.requests[-1]["messages"]
+    assert any(m.get("content", "").startswith("[compacted") for m in retried)
+    turns, _ = tables(run_dir)
+    assert turns["prompt_tokens"].sum() == srv.usage_total["prompt"]  # the refused request billed nothing
+
+
+def test_pause_file_pauses_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "PAUSE").touch()
+    meta, _, _ = run_script(tmp_path, [READ] * 3, make_cfg(budget=3))
+    assert meta["stop_reason"] == "paused"

@@ -4,7 +4,7 @@ Each step of a script is one response:
   {"tool_calls": [{"name": "read", "arguments": {...}}]}   a tool call (native or constrained JSON)
   {"content": "text"}                                       a final message
   {"raw": "text"}                                           raw content (e.g. broken JSON)
-  {"status": 500}                                           an HTTP error
+  {"status": 500, "message": "..."}                         an HTTP error
   {"sleep": 2.0, ...}                                       delay before answering
   {"drop": true}                                            close the connection without answering
 When the script runs out, it answers {"content": "done"}.
@@ -87,7 +87,7 @@ class ScriptedServer:
         if step.get("drop"):
             return None, None
         if step.get("status"):
-            return step["status"], {"error": {"message": "scripted failure"}}
+            return step["status"], {"error": {"message": step.get("message", "scripted failure")}}
         json_mode = "response_format" in body
         message = {"role": "assistant", "content": None}
         if "raw" in step:
