@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import SCHEMA_VERSION
-from .record import TOOL_SCHEMA, TURN_SCHEMA
+from .record import TOOL_SCHEMA, TURN_SCHEMA, read_meta
 
 DONE = "DONE"  # marker written last, atomically, when a run (and its grading) finished
 
@@ -64,7 +64,7 @@ def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pd.DataFrame:
 def collect(sweep_dirs: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     runs, turns, calls = [], [], []
     for rd in run_dirs(sweep_dirs):
-        meta = json.loads((rd / "run_meta.json").read_text(encoding="utf-8"))
+        meta = read_meta(rd)
         row = flatten_meta(meta)
         row["run_dir"] = str(rd)
         runs.append(row)

@@ -75,11 +75,16 @@ class Recorder:
         write_table(self.calls, TOOL_SCHEMA, self.run_dir / "tool_calls.parquet")
 
     def meta(self, meta: dict) -> None:
-        atomic_write(self.run_dir / "run_meta.json", json.dumps({"schema_version": SCHEMA_VERSION, **meta}, indent=2, default=str))
+        write_meta(self.run_dir, meta)
 
     def close(self) -> None:
         self.flush()
         self._trace.close()
+
+
+def write_meta(run_dir: Path, meta: dict) -> None:
+    """run_meta.json, atomically, stamped with the schema version (the recorder, and grading after it)."""
+    atomic_write(Path(run_dir) / "run_meta.json", json.dumps({"schema_version": SCHEMA_VERSION, **meta}, indent=2, default=str))
 
 
 def read_meta(run_dir: Path) -> dict:

@@ -170,7 +170,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
     from .dataroom import builtin_dataroom, dataroom_hash, make_writable
     from .grading import Judge, grade, load_questions
     from .llm import ChatClient
-    from .paths import atomic_write
+    from .record import write_meta
     from .run import endpoint_for, execute, run_key
     from .tools import select
 
@@ -214,7 +214,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
                 grades = grade(tmp, q, judge)
                 meta["grades"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in grades.items()}
                 meta["gold_answer"] = q.answer
-                atomic_write(tmp / "run_meta.json", json.dumps(meta, indent=2, default=str))
+                write_meta(tmp, meta)
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
                 counts["done"] += 1

@@ -40,6 +40,7 @@ def test_grid_times_questions_in_runs_parquet(tmp_path):
     for col in ("contains", "f1", "exact_match", "retrieval_hit", "tokens_total", "stop_reason", "model", "retriever"):
         assert col in runs.columns, col
     assert "search_dataroom" in runs.loc[runs["tools"] == "high", "tools_enabled"].iloc[0]
+    assert (runs["schema_version"] == 1).all() and runs["run_id"].map(lambda r: (sweep / "runs" / r / "DONE").exists()).all()
     turns = pd.read_parquet(sweep / "turns.parquet")
     assert len(turns) == runs["turns"].sum() and {"tools", "budget", "question_id"} <= set(turns.columns)
     assert "[sweep] 12/12 runs done" in out
