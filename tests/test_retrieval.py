@@ -202,3 +202,22 @@ def test_gpu_fallback_on_low_vram():
     emb = LocalEmbedder(RetrievalConfig(device="cuda", min_free_vram_gb=4.0), free_gb_probe=lambda: 1.0)
     assert emb.device == "cpu" and "below" in emb.device_reason
     assert emb.embed(["x"], "query").shape == (1, 384)
+
+
+def test_gpu_out_of_memory_while_loading_falls_back_to_cpu(monkeypatch):
+    import sentence_transformers
+
+    real = sentence_transformers.SentenceTransformer
+    devices = []
+
+    def loader(source, device="cpu", **kw):
+        devices.append(device)
+        if device == "cuda":
+            raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB")
+        return real(source, device=device, **kw)
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", loader)
+    emb = LocalEmbedder(RetrievalConfig(device="cuda", min_free_vram_gb=1.0), free_gb_probe=lambda: 8.0)
+    assert devices == ["cuda", "cpu"]
+    assert emb.device == "cpu" and "out of memory" in emb.device_reason
+    assert emb.embed(["x"], "passage").shape == (1, 384)
