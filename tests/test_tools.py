@@ -141,3 +141,11 @@ def test_catalog_is_the_single_source():
         assert f"`{spec.name}`" in table
         assert spec.parameters["type"] == "object"
         assert spec.tier in ("builtin", "high", "low")
+
+
+def test_grep_reports_bad_patterns_and_falls_back_without_ripgrep(toolset, monkeypatch):
+    out = call(toolset, "grep", pattern="(unclosed", path="dataroom")
+    assert not out.ok and "regex" in out.error.lower()
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    out = call(toolset, "grep", pattern="Tob[i]as", path="dataroom")
+    assert out.ok and "dataroom/people/staff.md:" in out.output

@@ -65,10 +65,6 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = Non
     target = resolve(ctx, path)
     if not target.exists():
         raise ToolError(f"{path}: no such file or directory")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression: {exc}") from exc
     rg = shutil.which("rg")
     if rg:
         argv = [rg, "--no-heading", "--line-number", "--color", "never", "--max-columns", "300", "--max-count", "20", "--no-follow"]
@@ -96,7 +92,11 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = Non
 
 
 def _py_grep(target: Path, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
-    rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    """The fallback when ripgrep is missing (Python's regex dialect)."""
+    try:
+        rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise ToolError(f"invalid regular expression: {exc}") from exc
     files = [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file() and not p.is_symlink())
     out = []
     for f in files:
