@@ -49,7 +49,8 @@ class Recorder:
         self.turns: list[dict] = []
         self.calls: list[dict] = []
         (self.run_dir / "snapshots").mkdir(parents=True, exist_ok=True)
-        self._trace = open(self.run_dir / "trace.jsonl", "a", encoding="utf-8")
+        # A stray undecodable character must never cost the log: it is replaced, not raised.
+        self._trace = open(self.run_dir / "trace.jsonl", "a", encoding="utf-8", errors="replace")
 
     def event(self, kind: str, turn: int, **data: Any) -> None:
         """One trace line: a message the conversation gained, or a harness event (compaction, stop)."""

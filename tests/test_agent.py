@@ -280,3 +280,20 @@ def test_pause_file_pauses_the_run(tmp_path):
     (run_dir / "PAUSE").touch()
     meta, _, _ = run_script(tmp_path, [READ] * 3, make_cfg(budget=3))
     assert meta["stop_reason"] == "paused"
+
+
+def test_non_utf8_file_names_never_crash_a_run(tmp_path):
+    import os
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(os.path.join(os.fsencode(src), b"caf\xe9.txt"), "wb") as fh:
+        fh.write(b"hello \xff world")
+    script = [{"tool_calls": [{"name": name, "arguments": args}]} for name, args in
+              [("ls", {"path": "dataroom"}), ("grep", {"pattern": "hello", "path": "dataroom"}), ("find", {"pattern": "*.txt"}),
+               ("bash", {"command": "ls dataroom; cat dataroom/*"})]] + [{"content": "done"}]
+    meta, _, run_dir = run_script(tmp_path, script, make_cfg(), dataroom=src)
+    assert meta["stop_reason"] == "budget_spent"
+    _, calls = tables(run_dir)
+    assert calls["ok"].all() and len(calls) == 4
+    assert any("caf\ufffd.txt" in e["message"].get("content", "") for e in trace(run_dir) if e["type"] == "message")

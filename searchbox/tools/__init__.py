@@ -72,6 +72,9 @@ class Toolset:
             text, ok, error = f"Error: {exc}", False, str(exc)
         except Exception as exc:  # a tool bug must not end the run; the model sees it, the log keeps it
             text, ok, error = f"Error: {type(exc).__name__}: {exc}", False, f"{type(exc).__name__}: {exc}"
+        # File names that are not UTF-8 arrive as surrogate escapes: make them printable once, here.
+        text, error = _printable(text), _printable(error)
+        self.ctx.paths = [_printable(p) for p in self.ctx.paths]
         cap = self.ctx.harness.output_cap_chars
         shown = text if len(text) <= cap else text[:cap] + f"\n[output truncated: {len(text)} characters in all]"
         return Outcome(name, args_text, ok, shown, error, list(self.ctx.programs), list(self.ctx.paths),
@@ -86,6 +89,11 @@ class Toolset:
         if not isinstance(args, dict):
             raise ToolError("arguments must be a JSON object")
         return args
+
+
+def _printable(text: str) -> str:
+    """Valid Unicode: lone surrogates (undecodable bytes of file names) become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text else text
 
 
 def _describe(err) -> str:
