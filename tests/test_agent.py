@@ -297,3 +297,9 @@ def test_non_utf8_file_names_never_crash_a_run(tmp_path):
     _, calls = tables(run_dir)
     assert calls["ok"].all() and len(calls) == 4
     assert any("caf\ufffd.txt" in e["message"].get("content", "") for e in trace(run_dir) if e["type"] == "message")
+
+
+def test_dropped_connection_is_retried(tmp_path):
+    meta, srv, _ = run_script(tmp_path, [{"drop": True}, {"content": "recovered"}], make_cfg(budget=1))
+    assert meta["stop_reason"] == "budget_spent" and meta["answer"].strip() == "recovered"
+    assert len(srv.requests) == 2

@@ -120,3 +120,23 @@ def test_chunk_text_windows():
     assert chunks[0][1][-180:] == chunks[1][1][:180]
     assert "".join(c[1] for c in chunks).startswith(text[:1400])
     assert chunk_text("", 10, 2) == []
+
+
+@pytest.mark.parametrize("entries, fragment", [
+    ([("a", b"file", None), ("a/b.txt", b"child", None)], "a/b.txt"),        # a file where a folder must go
+    ([("x" * 300 + ".txt", b"long name", None)], "xxxx"),                    # name longer than the filesystem allows
+])
+def test_unextractable_entries_are_clear_errors(tmp_path, entries, fragment):
+    archive = _zip(tmp_path / "odd.zip", entries)
+    with pytest.raises(DataroomError, match=fragment):
+        open_workspace(tmp_path / "run", archive)
+    assert not (tmp_path / "run" / "work" / "dataroom").exists()
+
+
+def test_empty_zip_and_non_archive(tmp_path):
+    empty = _zip(tmp_path / "empty.zip", [])
+    assert open_workspace(tmp_path / "r1", empty).files == []
+    pdf = tmp_path / "doc.pdf"
+    pdf.write_bytes(b"%PDF-1.4 not a zip")
+    with pytest.raises(DataroomError, match="not a zip archive or a folder"):
+        open_workspace(tmp_path / "r2", pdf)
