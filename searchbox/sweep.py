@@ -298,9 +298,6 @@ def main() -> None:
 
     register_schema()
     sigterm_as_interrupt()
-    if not any(arg.startswith("hydra.searchpath") for arg in sys.argv[1:]):
-        # Named experiments live in experiments/experiment/*.yaml: `+experiment=NAME`.
-        sys.argv.append(f"hydra.searchpath=[file://{PROJECT_ROOT / 'experiments'}]")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the progress lines
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")

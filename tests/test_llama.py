@@ -110,3 +110,11 @@ def test_sweep_on_embedded_default(tmp_path, real_home):
     assert (runs["protocol"] == "json").all() and (runs["tokens_total"] > 0).all()
     assert "embedded llama-server" in proc.stderr and "[sweep] 4/4 runs done" in proc.stderr
     assert _llama_pids() <= before
+
+
+def test_model_file_must_be_named_unless_bundled(tmp_path):
+    with pytest.raises(SetupError, match="model.gguf is not set"):
+        llama.find_model(None)
+    with pytest.raises(SetupError, match="does not exist"):
+        llama.find_model(str(tmp_path / "missing.gguf"))
+    assert llama.find_model("bundled") in (None, llama.cached_model_path())

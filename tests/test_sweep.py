@@ -105,3 +105,11 @@ def test_joblib_launcher_runs_jobs_in_parallel_workers(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
     assert sorted(runs["tools"]) == ["high", "none"]
+
+
+@pytest.mark.parametrize("name, expect", [("grep_vs_dense", "jina-corpus.zip"), ("tools_x_budget", "name: tools_x_budget")])
+def test_named_experiments_compose(name, expect):
+    proc = subprocess.run([sys.executable, "-m", "searchbox.sweep", f"+experiment={name}", "--cfg", "job"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert expect in proc.stdout
