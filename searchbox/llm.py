@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -120,11 +121,11 @@ class ChatClient:
         return Response(message, usage, latency, choice.get("finish_reason"), timings, attempt)
 
     def get_json(self, path: str) -> Optional[dict]:
-        """GET a server endpoint such as /props; None when it is absent or unreachable."""
+        """GET a server endpoint such as /props; None when it is absent, unreachable or not JSON."""
+        text = self.get_text(path)
         try:
-            resp = self._http.get(f"{self.root}{path}", timeout=10.0)
-            return resp.json() if resp.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            return json.loads(text) if text is not None else None
+        except ValueError:
             return None
 
     def get_text(self, path: str) -> Optional[str]:

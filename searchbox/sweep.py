@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from .collect import run_dirs
 from .config import DataroomLimits, HarnessConfig, ModelConfig, RetrievalConfig, RunConfig
 from .errors import SearchboxError
 
@@ -156,7 +157,7 @@ class Progress:
     def update(self, ok: bool, label: str) -> None:
         self.finished_here += 1
         self.failed += 0 if ok else 1
-        done = sum(1 for _ in self.sweep_dir.glob("runs/*/DONE"))
+        done = len(run_dirs([self.sweep_dir]))
         pace = (time.monotonic() - self.started) / self.finished_here
         remaining = max(0, self.total - done)
         eta = time.strftime("%H:%M:%S", time.gmtime(pace * remaining)) if remaining else "0:00:00"

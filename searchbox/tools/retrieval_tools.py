@@ -93,16 +93,14 @@ def classify(ctx: ToolContext, texts: list[str], labels: list[str]) -> dict:
 def cluster(ctx: ToolContext, texts: list[str], threshold: float = 0.82) -> dict:
     texts = _texts(texts)
     vecs = _retrieval(ctx).encode(texts, "passage")
-    centroids: list[int] = []  # each cluster is represented by its first member
-    members: list[list[int]] = []
+    members: list[list[int]] = []  # each cluster is represented by its first member
     for i, v in enumerate(vecs):
-        if centroids:
-            sims = vecs[centroids] @ v
+        if members:
+            sims = vecs[[m[0] for m in members]] @ v
             j = int(sims.argmax())
             if sims[j] >= threshold:
                 members[j].append(i)
                 continue
-        centroids.append(i)
         members.append([i])
     return {"n_clusters": len(members), "clusters": [{"id": c, "members": m, "texts": [texts[i] for i in m]} for c, m in enumerate(members)]}
 
