@@ -23,3 +23,11 @@ class SandboxError(SearchboxError):
 
 class SetupError(SearchboxError):
     """A required part (llama-server, model file, ripgrep) is missing or broken."""
+
+
+class BackendError(SearchboxError):
+    """A backend of the harness itself (embedder, reranker, embedding API, index) failed.
+
+    Not the model's doing: the run stops as `tool_error` and a relaunch redoes it, instead of the
+    model reading an error and the run being counted as if the tool did not exist.
+    """

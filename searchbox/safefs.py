@@ -1,0 +1,168 @@
+"""The one way the harness touches files the model could have made: no links, no special files, capped, never blocking.
+
+Everything under a run's `work/` may have been made by the model (through bash or a tool), so the
+harness, grading and the web app read and write there only through these functions. Paths are
+walked one component at a time with O_NOFOLLOW from a trusted root, so a symlink anywhere on the
+way is refused rather than followed; files are opened with O_NONBLOCK and checked with fstat, so a
+FIFO or device never blocks or gets read; reads stop at a cap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path, PurePosixPath
+from typing import Iterator, Optional
+
+from .errors import SearchboxError
+
+READ_CAP = 16 * 1024**2  # default most bytes read from one model-made file
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnsafePath(SearchboxError):
+    """A path under a run's root is a link, a special file, or leaves the root."""
+
+
+def parts_of(rel: str | os.PathLike) -> tuple[str, ...]:
+    """The components of a relative path; absolute paths and `..` are refused."""
+    text = os.fspath(rel)
+    if "\x00" in text:
+        raise UnsafePath(f"{text!r}: NUL byte in path")
+    pure = PurePosixPath(text)
+    if pure.is_absolute():
+        raise UnsafePath(f"{text}: absolute path")
+    parts = tuple(p for p in pure.parts if p not in ("", "."))
+    if ".." in parts:
+        raise UnsafePath(f"{text}: leaves its root")
+    return parts
+
+
+@contextlib.contextmanager
+def _parent_fd(root: Path, parts: tuple[str, ...], create: bool = False) -> Iterator[int]:
+    """An fd of the directory holding parts[-1], walked without following any link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            try:
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(name, 0o755, dir_fd=fd)
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:  # ELOOP (a link) or ENOTDIR (a file where a directory should be)
+                raise UnsafePath(f"{'/'.join(parts)}: {name} is not a plain directory") from exc
+            os.close(fd)
+            fd = nxt
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def lstat(root: Path, rel: str | os.PathLike) -> Optional[os.stat_result]:
+    """The entry's own stat (links not followed), or None when it or a parent is missing or unsafe."""
+    parts = parts_of(rel)
+    if not parts:
+        return os.stat(root)
+    try:
+        with _parent_fd(Path(root), parts) as fd:
+            return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+    except (OSError, UnsafePath):
+        return None
+
+
+def is_regular(root: Path, rel: str | os.PathLike) -> bool:
+    """True only for a regular file reached without links."""
+    st = lstat(root, rel)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
+def read_bytes(root: Path, rel: str | os.PathLike, cap: int = READ_CAP) -> Optional[bytes]:
+    """At most `cap` bytes of a regular file under root; None when missing, a link, a directory or special."""
+    parts = parts_of(rel)
+    if not parts:
+        return None
+    try:
+        with _parent_fd(Path(root), parts) as dfd:
+            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=dfd)
+    except (OSError, UnsafePath):
+        return None  # missing, a symlink (ELOOP), or a parent that is not a plain directory
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], cap
+        while left > 0:
+            block = os.read(fd, min(left, 1 << 20))
+            if not block:
+                break
+            chunks.append(block)
+            left -= len(block)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(root: Path, rel: str | os.PathLike, cap: int = READ_CAP) -> Optional[str]:
+    """Like read_bytes, decoded as UTF-8 with undecodable bytes replaced."""
+    data = read_bytes(root, rel, cap)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def write_bytes(root: Path, rel: str | os.PathLike, data: bytes, *, replace: bool = True, mkdirs: bool = True) -> None:
+    """Write a regular file under root atomically (temp + rename), never through a link.
+
+    With replace=False an existing entry of any kind is left alone and UnsafePath is raised. A
+    rename replaces a symlink itself, never its target; a directory or special file in the way is
+    refused.
+    """
+    parts = parts_of(rel)
+    if not parts:
+        raise UnsafePath("empty path")
+    name = parts[-1]
+    try:
+        with _parent_fd(Path(root), parts, create=mkdirs) as dfd:
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and (not replace or not stat.S_ISREG(st.st_mode)):
+                raise UnsafePath(f"{'/'.join(parts)}: already exists and is {'a link or special file' if not stat.S_ISREG(st.st_mode) else 'kept'}")
+            tmp = f".{name}.{os.getpid()}.tmp"
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dfd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except UnsafePath:
+        raise
+    except OSError as exc:
+        raise UnsafePath(f"{'/'.join(parts)}: cannot write ({exc.strerror or exc})") from exc
+
+
+def write_text(root: Path, rel: str | os.PathLike, text: str, **kw) -> None:
+    write_bytes(root, rel, text.encode("utf-8", errors="replace"), **kw)
+
+
+def walk_files(root: Path, cap_files: int = 100_000) -> list[tuple[str, int]]:
+    """(relative path, size) of regular files under root, links and special files skipped, sorted."""
+    out: list[tuple[str, int]] = []
+    root = Path(root)
+    for dirpath, dirs, names in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        dirs[:] = sorted(d for d in dirs if stat.S_ISDIR(os.lstat(base / d).st_mode))
+        for name in sorted(names):
+            st = os.lstat(base / name)
+            if stat.S_ISREG(st.st_mode):
+                out.append(((base / name).relative_to(root).as_posix(), st.st_size))
+                if len(out) >= cap_files:
+                    return out
+    return out
