@@ -16,6 +16,8 @@ SANDBOXES = ("auto", "bwrap", "none")
 RETRIEVERS = ("dense", "bm25", "hybrid")
 EMBEDDERS = ("local", "api")
 RERANKERS = ("none", "cross-encoder", "api")
+DELIVERIES = ("inline", "file")
+INDEX_BACKENDS = ("exact", "ann")
 
 
 @dataclass
@@ -23,6 +25,7 @@ class ModelConfig:
     """The chat model: an OpenAI-compatible endpoint, or the embedded llama-server when unset."""
 
     name: str = "smollm2-135m"  # label used in logs and figures
+    policy: Optional[str] = None  # a non-neural control instead of a model: keyword | dense | oracle (no server, zero tokens)
     endpoint: Optional[str] = None  # base URL (…/v1 optional); null starts the embedded server
     model: Optional[str] = None  # model id sent in requests; null lets the server choose
     api_key_env: Optional[str] = None  # environment variable holding a bearer token
@@ -60,6 +63,7 @@ class HarnessConfig:
     bash_timeout_s: float = 30.0
     sandbox: str = "auto"  # auto|bwrap: isolate bash; none: explicit opt-out (unsafe)
     today: Optional[str] = None  # date in the prompt; null = today (set it for reproducibility)
+    delivery: str = "inline"  # inline: tool output in the tool message; file: written to work/results/, the message points to it
 
 
 @dataclass
@@ -84,6 +88,24 @@ class RetrievalConfig:
 
 
 @dataclass
+class IndexConfig:
+    """The persistent per-dataroom index behind search_dataroom and answer_question (SPEC §9)."""
+
+    backend: str = "exact"  # exact: mmap'd matrix, exact cosine | ann: approximate (millions of chunks)
+    persistent: bool = True  # false: chunk and embed scopes in memory per run
+    root: Optional[str] = None  # null = $SEARCHBOX_HOME/indexes
+
+
+@dataclass
+class NoiseConfig:
+    """Distractor documents mixed into the dataroom (the `noise` axis)."""
+
+    ratio: float = 0.0  # distractor bytes as a multiple of the dataroom's own bytes
+    seed: int = 0  # which distractors are drawn
+    source: Optional[str] = None  # zip or folder of distractors; null = the packaged distractor corpus
+
+
+@dataclass
 class DataroomLimits:
     """Caps that refuse archives before they fill the disk."""
 
@@ -101,6 +123,8 @@ class RunConfig:
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     limits: DataroomLimits = field(default_factory=DataroomLimits)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
     tools: Any = None  # null = catalog defaults; none|high|low|all or a list of names
 
     def validate(self) -> "RunConfig":
@@ -113,6 +137,8 @@ class RunConfig:
             ("retrieval.retriever", self.retrieval.retriever, RETRIEVERS),
             ("retrieval.embedder", self.retrieval.embedder, EMBEDDERS),
             ("retrieval.reranker", self.retrieval.reranker, RERANKERS),
+            ("harness.delivery", self.harness.delivery, DELIVERIES),
+            ("index.backend", self.index.backend, INDEX_BACKENDS),
         ]
         for name, value, allowed in checks:
             if value not in allowed:
@@ -133,7 +159,8 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "RunConfig":
         """Build from a plain (e.g. Hydra-resolved) dict; unknown keys are errors."""
-        sections = {"model": ModelConfig, "harness": HarnessConfig, "retrieval": RetrievalConfig, "limits": DataroomLimits}
+        sections = {"model": ModelConfig, "harness": HarnessConfig, "retrieval": RetrievalConfig, "limits": DataroomLimits,
+                    "index": IndexConfig, "noise": NoiseConfig}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key in sections:
