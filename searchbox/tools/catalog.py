@@ -1,6 +1,7 @@
 """The tool catalog: the single source of truth for every tool's name, tier, default, schema and description.
 
-Registration in the agent, argument validation, `python -m searchbox tools` and the docs all read it.
+Registration in the agent, argument validation, `python -m searchbox tools`, the web app and the docs all
+read it, and the named selections (`tools=high`, `tools=grep_only`, ...) are one table here (NAMED_TIERS).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class ToolSpec:
     """One tool as the model sees it, plus where its implementation lives."""
 
     name: str
-    tier: str  # builtin (always on) | high | low
+    tier: str  # builtin (on unless a selection picks built-ins itself) | high | low
     default: bool  # on when no selection is given
     description: str
     parameters: dict[str, Any]
@@ -37,7 +38,7 @@ I = {"type": "integer"}
 STRS = {"type": "array", "items": {"type": "string"}}
 
 CATALOG: tuple[ToolSpec, ...] = (
-    # built-ins: always on, confined to the run's work/ directory
+    # built-ins: confined to the run's work/ directory; on unless a selection picks built-ins itself
     ToolSpec("read", "builtin", True, "Read a text file (relative to the working directory), with line numbers. Use offset/limit for long files.",
              _obj({"path": S, "offset": {**I, "minimum": 1}, "limit": {**I, "minimum": 1}}, ["path"]), "builtins:read"),
     ToolSpec("bash", "builtin", True, "Run a bash command in the working directory (no network, time-limited). dataroom/ is read-only.",
@@ -76,46 +77,86 @@ CATALOG: tuple[ToolSpec, ...] = (
 )
 
 BY_NAME = {spec.name: spec for spec in CATALOG}
+BUILTINS = tuple(s.name for s in CATALOG if s.tier == "builtin")
+
+
+@dataclass(frozen=True)
+class NamedTier:
+    """A name `tools=` accepts for a set of tools.
+
+    isolated=False: the tier adds its dataroom tools to the built-ins (today's `high`, `low`, `all`, `none`).
+    isolated=True: the tier names its built-ins too, so a selection holding it gets no other built-in
+    (the paper's isolated retrieval types: one way to find text, plus what it takes to read and answer).
+    """
+
+    name: str
+    members: tuple[str, ...]
+    isolated: bool
+    description: str
+
+
+def _tier_tools(*tiers: str) -> tuple[str, ...]:
+    return tuple(s.name for s in CATALOG if s.tier in tiers)
+
+
+# The one table of named selections; select(), describe(), the web app and the docs read it.
+NAMED_TIERS: tuple[NamedTier, ...] = (
+    NamedTier("none", (), False, "built-ins only: the grep/read/bash baseline"),
+    NamedTier("high", _tier_tools("high"), False, "built-ins + dataroom-aware tools (one call does the job)"),
+    NamedTier("low", _tier_tools("low"), False, "built-ins + stateless embedding primitives over data the caller passes"),
+    NamedTier("all", _tier_tools("high", "low"), False, "built-ins + every dataroom tool"),
+    NamedTier("grep_only", ("grep", "read", "ls", "write", "edit"), True,
+              "lexical retrieval only: grep, read, ls, and write/edit for the answer (no bash, no find, no dense tool)"),
+    NamedTier("vector_only", ("search_dataroom", "read", "ls", "write", "edit"), True,
+              "dense retrieval only: search_dataroom, read, ls, and write/edit for the answer (no grep, no bash, no find)"),
+)
+TIER_BY_NAME = {t.name: t for t in NAMED_TIERS}
 
 
 def select(selection: Any) -> list[ToolSpec]:
-    """Resolve a `tools=` value to specs, built-ins first; unknown names raise ConfigError.
+    """Resolve a `tools=` value to specs in catalog order; unknown names raise ConfigError.
 
-    None = catalog defaults; "none"/"" /[] = built-ins only; "high" | "low" | "all"; or a list (or
-    comma-separated string) of tool names and tiers.
+    None = catalog defaults. Otherwise a tier name, a tool name, or a list (or comma-separated string)
+    of them, united. The built-ins come along implicitly unless the selection picks built-ins itself:
+    by naming an isolated tier (grep_only, vector_only) or any built-in tool. So `high` and
+    `rerank,similarity` keep every built-in, while `grep_only` and `grep,read,write` are exact.
     """
-    builtins = [s for s in CATALOG if s.tier == "builtin"]
     if selection is None:
-        return builtins + [s for s in CATALOG if s.tier != "builtin" and s.default]
+        return [s for s in CATALOG if s.tier == "builtin" or s.default]
     if isinstance(selection, str):
         selection = [p.strip() for p in selection.split(",") if p.strip()]
-    chosen: list[ToolSpec] = []
-    for item in selection:
-        item = str(item)
-        if item == "none":
-            continue
-        if item == "all":
-            chosen += [s for s in CATALOG if s.tier != "builtin"]
-        elif item in ("high", "low"):
-            chosen += [s for s in CATALOG if s.tier == item]
+    chosen: set[str] = set()
+    explicit_builtins = False
+    for item in map(str, selection):
+        if item in TIER_BY_NAME:
+            tier = TIER_BY_NAME[item]
+            chosen.update(tier.members)
+            explicit_builtins |= tier.isolated
         elif item in BY_NAME:
-            chosen.append(BY_NAME[item])
+            chosen.add(item)
+            explicit_builtins |= BY_NAME[item].tier == "builtin"
         else:
-            raise ConfigError(f"unknown tool {item!r}; known: none, high, low, all, {', '.join(BY_NAME)}")
-    seen = {s.name for s in builtins}
-    out = list(builtins)
-    for spec in chosen:
-        if spec.name not in seen:
-            seen.add(spec.name)
-            out.append(spec)
-    return out
+            raise ConfigError(f"unknown tool {item!r}; known: {', '.join(TIER_BY_NAME)}, {', '.join(BY_NAME)}")
+    if not explicit_builtins:
+        chosen.update(BUILTINS)
+    return [s for s in CATALOG if s.name in chosen]
+
+
+def tier_members(name: str) -> list[str]:
+    """The tool names a named tier selects (for the web app's toggles and the docs)."""
+    if name not in TIER_BY_NAME:
+        raise ConfigError(f"unknown tier {name!r}; known: {', '.join(TIER_BY_NAME)}")
+    return [s.name for s in select(name)]
 
 
 def describe() -> str:
-    """The catalog as a markdown table (for --help and the README)."""
+    """The catalog and the named tiers as markdown tables (for --help and the README)."""
     rows = ["| tool | tier | default | arguments | description |", "|---|---|---|---|---|"]
     for s in CATALOG:
         req = set(s.parameters.get("required", []))
         args = ", ".join(f"{k}{'' if k in req else '?'}" for k in s.parameters["properties"])
         rows.append(f"| `{s.name}` | {s.tier} | {'yes' if s.default else 'no'} | {args} | {s.description} |")
+    rows += ["", "| `tools=` | selects | meaning |", "|---|---|---|"]
+    for t in NAMED_TIERS:
+        rows.append(f"| `{t.name}` | {', '.join(tier_members(t.name))} | {t.description} |")
     return "\n".join(rows)
