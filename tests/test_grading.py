@@ -1,49 +1,127 @@
-"""Grading: normalisation, F1, aliases, retrieval hit, and the cached, versioned LLM judge."""
+"""Grading: a table of answer/gold pairs both ways, the answer part, the judge cache key, and regrading from artifacts."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
+import pandas as pd
 import pytest
 
-from searchbox.config import ModelConfig
-from searchbox.grading import JUDGE_PROMPT_VERSION, Judge, Question, contains, exact_match, load_questions, normalize, retrieval_hit, token_f1
-from searchbox.llm import ChatClient
-from tests.fakes.scripted_server import ScriptedServer
+from searchbox import grade as grade_cli
+from searchbox.grading import (GRADER_VERSION, Judge, Question, answer_part, contains, exact_match, grade, grade_text, load_questions,
+                               normalize, token_f1)
+from searchbox.record import read_meta
+from tests.fakes.judge_server import JudgeServer
+from tests.fakes.runs import QUESTIONS, make_run
+
+GANNET = ["38.4 metres"]
+# (ANSWER.md, gold answer and aliases, contains?) -- graded exactly as a run is: answer part, then contains.
+CASES = [
+    # must match
+    ("The tower is a 38.4-metre granite column.", GANNET, True),
+    ("It stands 38.4 m tall.", GANNET, True),
+    ("38.40 meters", GANNET, True),
+    ("The tower is 38.4m.", GANNET, True),
+    ("３８.４ metres (full-width digits)", GANNET, True),
+    ("**Answer:** 38.4 metres\n\nSources: reports/gannet-rock-survey.md", GANNET, True),
+    ("The Trust welcomed 41,200 visitors.", ["41200"], True),
+    ("41\u202f200 visitors", ["41,200"], True),
+    ("About 41.2 thousand visitors", ["41,200"], True),
+    ("It cost £412,000.", ["412,000 pounds"], True),
+    ("412k pounds", ["412,000 pounds"], True),
+    ("GBP 412,000", ["412,000 pounds"], True),
+    ("Income was £1.34M", ["1.34 million pounds"], True),
+    ("ReaderLM-v2 has 1.54 billion parameters.", ["1.54B"], True),
+    ("It was released on January 16, 2025.", ["2025-01-16"], True),
+    ("Released the 16th of January 2025", ["2025-01-16"], True),
+    ("License: CC BY-NC 4.0", ["CC-BY-NC-4.0"], True),
+    ("TOBIAS WREN led the restoration.", ["Tobias Wren"], True),
+    ("Tobias Wren (see people/staff.md)", ["Tobias Wren"], True),
+    ("Zurich", ["Zürich"], True),
+    ("Two lighthouses are closed.", ["2"], True),
+    ("38 per cent came from admissions", ["38%"], True),
+    ("The Hague", ["Hague"], True),
+    ("It uses jina embeddings v3.", ["jina-embeddings-v3"], True),
+    ("Little Vell, first lit in 1856.", ["Little Vell, 1856", "Little Vell"], True),
+    ("The low was \u22125 °C", ["-5 °C"], True),
+    ("A state-of-the-art lens", ["state of the art"], True),
+    # must not match
+    ("It is 138.4 metres tall.", GANNET, False),
+    ("It is 38.4 feet tall.", GANNET, False),
+    ("It is 38.4 km from shore.", GANNET, False),
+    ("ReaderLM-v2 has 1.5B parameters.", ["1.54B"], False),
+    ("Released 2025-01-17.", ["2025-01-16"], False),
+    ("Python 3.1", ["Python 3.10"], False),
+    ("The low was 5 °C", ["-5 °C"], False),
+    ("Odore Wren", ["Theodore Wren"], False),  # "the" is an article only as a whole word
+    ("41,200 visitors (reports/annual-report-2023.md)", ["2023"], False),  # a cited file name is no answer
+    ("41,200 visitors.\n\nSources: reports/gannet-rock-survey.md says 38.4 metres", GANNET, False),  # after Sources: not read
+    ("It uses jina-embeddings-v2.", ["jina-embeddings-v3"], False),
+    ("License: CC-BY-4.0", ["CC-BY-NC-4.0"], False),
+    ("It cost 412,000 dollars.", ["412,000 pounds"], False),
+    ("4,120 visitors", ["41,200"], False),
+    ("12 lighthouses", ["2"], False),
+    ("Tobias", ["Tobias Wren"], False),
+    ("one", ["1"], False),  # "one" stays a word (mostly a pronoun)
+    ("The answer is not in the documents.", ["Tobias Wren"], False),
+    ("", ["Tobias Wren"], False),
+]
 
 
-def test_normalize():
-    assert normalize("The  Answer, is: 41,200!") == "answer is 41200"
-    assert normalize("38.4 metres.") == "38.4 metres"
-    assert normalize("An apple") == "apple"
+@pytest.mark.parametrize("answer,golds,expected", CASES)
+def test_contains_table(answer, golds, expected):
+    q = Question("q", "?", golds[0], golds[1:])
+    assert grade_text(answer, q)["contains"] == float(expected), normalize(answer)
 
 
-def test_exact_match_and_aliases():
-    assert exact_match("the 41,200", ["41200"]) == 1.0
-    assert exact_match("about 41,200", ["41200"]) == 0.0
-    assert exact_match("Little Vell", ["Little Vell, 1856", "Little Vell"]) == 1.0
-    assert math.isnan(exact_match("x", []))
+def test_table_is_large_and_two_sided():
+    assert len(CASES) >= 30
+    assert sum(1 for c in CASES if c[2]) >= 15 and sum(1 for c in CASES if not c[2]) >= 15
 
 
-def test_token_f1():
+@pytest.mark.parametrize("answer,golds,expected", [
+    ("38.4 metres", ["38.4 m"], 1.0),
+    ("**Answer:** 38.4-metre\n\nSources: reports/gannet-rock-survey.md", GANNET, 1.0),
+    ("# Answer\n\nTobias Wren\n\nHe led the Skerrow Point restoration.", ["Tobias Wren"], 1.0),
+    ("The 41,200", ["41200"], 1.0),
+    ("About 41,200", ["41200"], 0.0),
+    ("Little Vell", ["Little Vell, 1856", "Little Vell"], 1.0),
+    ("Tobias Wren led it.", ["Tobias Wren"], 0.0),
+])
+def test_exact_match_reads_the_answer_line(answer, golds, expected):
+    assert grade_text(answer, Question("q", "?", golds[0], golds[1:]))["exact_match"] == expected
+
+
+def test_token_f1_and_missing_gold():
     assert token_f1("Tobias Wren", ["Tobias Wren"]) == 1.0
     assert token_f1("Wren", ["Tobias Wren"]) == pytest.approx(2 / 3)
     assert token_f1("nothing here", ["Tobias Wren"]) == 0.0
-    assert token_f1("tobias", ["Tobias Wren", "Tobias"]) == 1.0
+    assert all(math.isnan(f("x", [])) for f in (exact_match, token_f1, contains))
+    g = grade_text("anything", Question("q", "?", ""))
+    assert g["exact_match"] is None and g["contains"] is None  # no gold: missing, never 0
 
 
-def test_contains():
-    assert contains("It is 38.4 metres tall (reports/gannet-rock-survey.md).", ["38.4 metres"]) == 1.0
-    assert contains("It is 138.4 metres", ["38.4"]) == 0.0  # whole tokens only
-    assert contains("two of them", ["2", "two"]) == 1.0
-    assert contains("", ["x"]) == 0.0
+@pytest.mark.parametrize("text,part,graded", [
+    ("38.4 metres\n\n## Sources\n- reports/gannet-rock-survey.md", "before_sources", "38.4 metres"),
+    ("38.4 metres\n**Sources:** reports/gannet-rock-survey.md", "before_sources", "38.4 metres"),
+    ("38.4 metres\n\nReferences\n1. the survey", "before_sources", "38.4 metres"),
+    ("38.4 metres\n- Source: the survey", "before_sources", "38.4 metres"),
+    ("38.4 metres (Source: the 2022 survey)", "before_sources", "38.4 metres"),
+    ("<think>maybe 41 metres</think>\n38.4 metres", "whole", "38.4 metres"),
+    ("Sources: the survey\n\n38.4 metres", "whole", "Sources: the survey\n\n38.4 metres"),
+    ("Final answer: 38.4 metres", "whole", "38.4 metres"),
+    ("The open sources say 38.4 metres", "whole", "The open sources say 38.4 metres"),
+])
+def test_answer_part(text, part, graded):
+    got = answer_part(text)
+    assert (got.part, got.text) == (part, graded)
 
 
-def test_retrieval_hit():
-    assert retrieval_hit(["dataroom/reports/a.md", "notes.txt"], ["reports/a.md"]) == 1.0
-    assert retrieval_hit(["dataroom/jina-corpus/ReaderLM-v2.md"], ["ReaderLM-v2.md"]) == 1.0
-    assert retrieval_hit(["dataroom/other.md"], ["a.md"]) == 0.0
-    assert math.isnan(retrieval_hit(["x"], []))
+def test_a_path_gold_keeps_references():
+    q = Question("q", "Which file lists the lighthouses?", "reports/lighthouses.csv")
+    assert grade_text("They are in reports/lighthouses.csv", q)["contains"] == 1.0
 
 
 def test_load_questions(tmp_path):
@@ -57,19 +135,131 @@ def test_load_questions(tmp_path):
         load_questions(p)
 
 
-def test_judge_is_cached_and_versioned():
-    q = Question("x", "How tall?", "38.4 metres", ["38.4 m"])
-    with ScriptedServer([{"content": "CORRECT"}, {"content": "INCORRECT"}]) as srv:
-        judge = Judge(ChatClient(ModelConfig(retries=0), srv.url), "judge-model")
-        assert judge(q, "It is 38.4 m") == 1.0
-        assert judge(q, "It is 38.4 m") == 1.0  # cached: no second request
-        assert len(srv.requests) == 1
-        assert judge(q, "It is 40 m") == 0.0
+# ---- the judge ------------------------------------------------------------------------------
+def test_judge_keys_verdicts_by_served_model_endpoint_and_gold():
+    with JudgeServer(["judge-a"]) as a, JudgeServer(["judge-b"]) as b:
+        ja = Judge.connect(a.url)
+        assert ja.model_id == "judge-a"  # as served, not as configured
+        assert ja("How tall?", ["38.4 metres"], "It is 38.4 metres") == 1.0
+        assert ja("How tall?", ["38.4 metres"], "It is 38.4 metres") == 1.0
+        assert len(a.requests) == 1  # cached
+        assert ja("How tall?", ["41 metres"], "It is 38.4 metres") == 0.0  # another gold: judged again
+        assert len(a.requests) == 2
+        jb = Judge.connect(b.url)
+        assert jb("How tall?", ["38.4 metres"], "It is 38.4 metres") == 1.0
+        assert len(b.requests) == 1  # another served model: its own verdict
+        assert ja.identity()["judge_model"] == "judge-a" and ja.identity()["judge_prompt"]
+
+
+def test_judge_needs_a_served_id():
+    from searchbox.errors import ModelError
+
+    with JudgeServer(["x", "y"]) as srv:
+        with pytest.raises(ModelError, match="serves x, y"):
+            Judge.connect(srv.url)
+        assert Judge.connect(srv.url, "y").model_id == "y"
+    with JudgeServer(list_models=False) as srv:
+        with pytest.raises(ModelError, match="/v1/models"):
+            Judge.connect(srv.url)
+
+
+def test_unusable_verdict_is_missing_and_not_cached():
+    with JudgeServer(reply="maybe?") as srv:
+        judge = Judge.connect(srv.url)
+        assert math.isnan(judge("q", ["a"], "b"))
+        assert math.isnan(judge("q", ["a"], "b"))
         assert len(srv.requests) == 2
-        assert "38.4 metres" in srv.requests[0]["messages"][0]["content"]
-    assert JUDGE_PROMPT_VERSION.startswith("judge-v")
 
 
-def test_judge_unavailable_is_missing_not_zero():
-    judge = Judge(ChatClient(ModelConfig(retries=0), "http://127.0.0.1:9"), "dead")
-    assert math.isnan(judge(Question("x", "q", "a"), "some answer"))
+# ---- grading a run, and regrading a sweep ---------------------------------------------------
+def test_grade_reads_the_artifacts(tmp_path):
+    rd = make_run(tmp_path, "r1", answer="**Answer:** 38.4 metres\n\nSources: reports/gannet-rock-survey.md",
+                  outputs=[(1, "read", (QUESTIONS.parent / "dataroom/reports/gannet-rock-survey.md").read_text())])
+    q = load_questions(QUESTIONS, ids=["nw01"])[0]
+    g = grade(rd, q)
+    assert g["exact_match"] == 1.0 and g["contains"] == 1.0 and g["answer_part"] == "before_sources"
+    assert g["evidence_recall"] == 1.0 and g["grader_version"] == GRADER_VERSION and g["judge"] is None
+    json.dumps(g)  # JSON-ready
+    (rd / "work" / "ANSWER.md").unlink()
+    (rd / "work" / "ANSWER.md").symlink_to(tmp_path / "elsewhere.md")
+    (tmp_path / "elsewhere.md").write_text("38.4 metres")
+    assert grade(rd, q)["contains"] == 0.0  # a link is not the model's answer file
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    qfile = tmp_path / "questions.jsonl"
+    shutil.copy(QUESTIONS, qfile)
+    s = tmp_path / "sweep"
+    make_run(s, "a1", question_id="nw01", answer="38.4 metres", questions_path=qfile)
+    make_run(s, "a2", question_id="nw02", answer="About 41 thousand visitors", questions_path=qfile)
+    make_run(s, "a3", question_id="nw03", answer="Tobias Wren", questions_path=qfile)
+    return s, qfile
+
+
+def test_regrade_after_a_gold_edit_changes_exactly_the_affected_runs(sweep, capsys):
+    s, qfile = sweep
+    assert grade_cli.main([str(s)]) == 0
+    before = {m["run_id"]: m["grades"] for m in map(read_meta, sorted((s / "runs").iterdir()))}
+    assert before["a2"]["contains"] == 0.0 and before["a1"]["contains"] == 1.0
+    assert pd.read_parquet(s / "runs.parquet").set_index("run_id").loc["a2", "contains"] == 0.0
+    lines = [json.loads(ln) for ln in qfile.read_text().splitlines()]
+    for q in lines:
+        if q["id"] == "nw02":
+            q["aliases"].append("41 thousand")
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in lines))
+    capsys.readouterr()
+    assert grade_cli.main([str(s)]) == 0
+    out = capsys.readouterr().out
+    after = {m["run_id"]: m["grades"] for m in map(read_meta, sorted((s / "runs").iterdir()))}
+    assert [r for r in before if before[r] != after[r]] == ["a2"]
+    assert after["a2"]["contains"] == 1.0 and after["a2"]["gold_source"] == "questions_path"
+    assert "a2: " in out and "1 changed" in out
+    assert pd.read_parquet(s / "runs.parquet").set_index("run_id").loc["a2", "contains"] == 1.0  # tables follow
+
+
+def test_regrade_gold_sources(sweep, tmp_path):
+    s, qfile = sweep
+    override = tmp_path / "override.jsonl"
+    override.write_text(json.dumps({"id": "nw03", "question": "Who led the restoration of Skerrow Point lighthouse?", "answer": "Ines Calloway"}) + "\n")
+    assert grade_cli.main([str(s), "--questions", str(override)]) == 0
+    g = {r: read_meta(s / "runs" / r)["grades"] for r in ("a1", "a3")}
+    assert g["a3"]["gold_source"] == "questions" and g["a3"]["contains"] == 0.0
+    assert g["a1"]["gold_source"] == "questions_path"
+    qfile.unlink()  # the recorded file is gone: the gold as of the run
+    override.write_text(json.dumps({"id": "nw03", "question": "A different question?", "answer": "Ines Calloway"}) + "\n")
+    assert grade_cli.main([str(s), "--questions", str(override)]) == 0
+    g = read_meta(s / "runs" / "a3")["grades"]
+    assert g["gold_source"] == "run_meta" and g["contains"] == 1.0  # another question text is not this run's question
+
+
+def test_regrade_with_the_judge(sweep, capsys):
+    s, _ = sweep
+    with JudgeServer(["judge-7b"]) as srv:
+        assert grade_cli.main([str(s), "grading.judge=true", f"grading.judge_endpoint={srv.url}"]) == 0
+        assert len(srv.requests) == 3
+        g = read_meta(s / "runs" / "a1")["grades"]
+        assert g["judge"] == 1.0 and g["judge_model"] == "judge-7b" and g["judge_endpoint"] == srv.url
+        assert grade_cli.main([str(s), "--judge", "--judge-endpoint", srv.url]) == 0
+        assert len(srv.requests) == 3  # every verdict cached
+    runs = pd.read_parquet(s / "runs.parquet")
+    assert set(runs["judge_model"]) == {"judge-7b"} and runs["judge"].notna().all()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["grading.judge_url=x"], "unknown override"),
+    (["grading.judge=true"], "judge_endpoint"),
+    (["grading.judge=perhaps"], "expected true or false"),
+])
+def test_regrade_bad_input_is_one_line(sweep, capsys, argv, message):
+    s, _ = sweep
+    assert grade_cli.main([str(s), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_regrade_missing_dir_and_dead_judge(tmp_path, sweep, capsys):
+    assert grade_cli.main([str(tmp_path / "nope")]) == 2
+    s, _ = sweep
+    assert grade_cli.main([str(s), "grading.judge=true", "grading.judge_endpoint=http://127.0.0.1:9"]) == 2
+    assert "v1/models" in capsys.readouterr().err

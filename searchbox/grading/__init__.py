@@ -1,0 +1,112 @@
+"""Grading a finished run from its artifacts: string graders on the answer part, evidence recall, a cached judge.
+
+`grade(run_dir, question, judge)` reads only what the run left (work/ANSWER.md through safefs,
+trace.jsonl, work/dataroom), so `python -m searchbox.grade` can redo it at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from .. import safefs
+from ..errors import ConfigError, ModelError
+from ..evidence import EVIDENCE_VERSION
+from ..evidence import of_run as evidence_of_run
+from .answer import ANSWER_PART_VERSION, AnswerPart, answer_part, is_reference
+from .judge import PROMPT_HASH, Judge
+from .normalize import NORMALIZER_VERSION, contains, exact_match, normalize, token_f1, tokens
+
+# Bump GRADER_VERSION with any change to what a grade means; it names its parts.
+GRADER_VERSION = f"grader-2/{NORMALIZER_VERSION}/{ANSWER_PART_VERSION}/{EVIDENCE_VERSION}"
+ANSWER_FILE = "ANSWER.md"
+GRADED_CHARS = 1000  # of the answer part kept in the grades, to show what was read
+
+__all__ = ["GRADER_VERSION", "PROMPT_HASH", "AnswerPart", "Judge", "Question", "answer_part", "contains", "exact_match",
+           "grade", "grade_text", "load_questions", "normalize", "token_f1", "tokens"]
+
+
+@dataclass
+class Question:
+    """One line of a question file."""
+
+    id: str
+    question: str
+    answer: str = ""
+    aliases: list[str] = field(default_factory=list)
+    gold_files: list[str] = field(default_factory=list)
+    type: str = ""
+
+    @property
+    def golds(self) -> list[str]:
+        return [g for g in [self.answer, *self.aliases] if g]
+
+    @classmethod
+    def from_record(cls, meta: dict) -> Optional["Question"]:
+        """The gold as of the run, from run_meta (None when the run recorded none)."""
+        gold = meta.get("gold") or ({"answer": meta["gold_answer"]} if meta.get("gold_answer") else None)
+        if not gold:
+            return None
+        return cls(id=str(meta.get("question_id") or ""), question=meta.get("question") or "", answer=str(gold.get("answer") or ""),
+                   aliases=[str(a) for a in gold.get("aliases") or []], gold_files=list(gold.get("gold_files") or []),
+                   type=gold.get("type") or meta.get("question_type") or "")
+
+
+def load_questions(path: Path, limit: Optional[int] = None, ids: Optional[Iterable[str]] = None) -> list[Question]:
+    """Read a jsonl question file; each line needs `id` and `question`."""
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            q = Question(id=str(raw["id"]), question=raw["question"], answer=str(raw.get("answer", "")),
+                         aliases=[str(a) for a in raw.get("aliases") or []], gold_files=list(raw.get("gold_files") or []), type=raw.get("type", ""))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}:{n}: bad question line ({exc})") from exc
+        out.append(q)
+    if ids:
+        wanted = set(map(str, ids))
+        out = [q for q in out if q.id in wanted]
+    return out[:limit] if limit else out
+
+
+def _missing(value: float) -> Optional[float]:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def graded_part(answer_md: str, question: Question) -> AnswerPart:
+    """The part of an ANSWER.md text every grader reads (references kept only when a gold answer is one)."""
+    return answer_part(answer_md, keep_references=any(is_reference(g) for g in question.golds))
+
+
+def grade_text(answer_md: str, question: Question) -> dict:
+    """The string grades of an ANSWER.md text: exact match and F1 on the answer line, contains on the answer part."""
+    golds, part = question.golds, graded_part(answer_md, question)
+    return {
+        "exact_match": _missing(exact_match(part.line, golds)), "f1": _missing(token_f1(part.line, golds)),
+        "contains": _missing(contains(part.text, golds)), "answer_part": part.part, "graded_answer": part.text[:GRADED_CHARS],
+    }
+
+
+def read_answer(run_dir: Path) -> str:
+    """work/ANSWER.md as the model left it (never through a link); "" when absent."""
+    work = Path(run_dir) / "work"
+    return (safefs.read_text(work, ANSWER_FILE) or "") if work.is_dir() else ""
+
+
+def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None) -> dict:
+    """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0."""
+    answer = read_answer(run_dir)
+    grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files).grades(),
+              "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}
+    if judge is not None:
+        try:
+            grades.update(judge.identity())
+            grades["judge"] = _missing(judge(question.question, question.golds, graded_part(answer, question).text))
+        except ModelError as exc:  # unreachable judge: the grade is missing, and says why
+            grades["judge_error"] = str(exc)[:300]
+    return grades
