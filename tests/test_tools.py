@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +18,8 @@ from searchbox.dataroom import open_workspace
 from searchbox.errors import ConfigError
 from searchbox.tools import ToolContext, Toolset, select
 from searchbox.tools.catalog import CATALOG, describe
+from searchbox.errors import SandboxError
+from searchbox.tools import sandbox
 from searchbox.tools.sandbox import bwrap_works, programs
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap unavailable (apt-get install bubblewrap)")
@@ -49,7 +55,7 @@ def test_paths_cannot_escape(toolset, tmp_path):
         assert not out.ok and "outside the working directory" in out.error, (name, out.error)
     (toolset.ctx.work / "sneaky").symlink_to("/etc")
     out = call(toolset, "read", path="sneaky/passwd")
-    assert not out.ok and "outside" in out.error
+    assert not out.ok and "symbolic link" in out.error and "root:" not in out.output
     assert not (tmp_path / "run" / "escape.txt").exists()
 
 
@@ -149,3 +155,105 @@ def test_grep_reports_bad_patterns_and_falls_back_without_ripgrep(toolset, monke
     monkeypatch.setattr("shutil.which", lambda name: None)
     out = call(toolset, "grep", pattern="Tob[i]as", path="dataroom")
     assert out.ok and "dataroom/people/staff.md:" in out.output
+
+
+def test_grep_on_one_file_names_the_file(toolset):
+    """rg without --with-filename prints `12:text` for a single file; the line number was then noted as a path."""
+    out = call(toolset, "grep", pattern="granite", path="dataroom/reports/gannet-rock-survey.md")
+    assert out.ok and out.output.startswith("dataroom/reports/gannet-rock-survey.md:")
+    assert all(line.split(":")[1].isdigit() for line in out.output.splitlines())
+    assert out.paths == ["dataroom/reports/gannet-rock-survey.md"]
+    out = call(toolset, "grep", pattern="granite", path=str(toolset.ctx.work / "dataroom/reports/gannet-rock-survey.md"))
+    assert out.paths == ["dataroom/reports/gannet-rock-survey.md"]
+
+
+def test_grep_without_ripgrep_has_the_same_shape(toolset, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    out = call(toolset, "grep", pattern="granite", path="dataroom/reports/gannet-rock-survey.md")
+    assert out.ok and out.output.startswith("dataroom/reports/gannet-rock-survey.md:")
+    assert out.paths == ["dataroom/reports/gannet-rock-survey.md"]
+
+
+@needs_bwrap
+def test_box_runs_unprivileged_with_limits(toolset):
+    out = call(toolset, "bash", command="id -u; ulimit -u; ulimit -v; ulimit -f; ulimit -t; echo $HOME; env | cut -d= -f1 | sort | tr '\\n' ' '")
+    lines = out.output.splitlines()
+    limits = sandbox.Limits()
+    assert lines[:4] == ["65534", str(limits.processes), str(limits.memory_bytes // 1024), str(limits.file_bytes // 1024)]
+    assert lines[4].isdigit() and lines[5] == str(toolset.ctx.work.resolve())
+    assert set(lines[6].split()) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "TERM", "TMPDIR", "_"}
+
+
+@needs_bwrap
+def test_installed_package_is_hidden_in_the_box(toolset, monkeypatch):
+    """A searchbox installed under /usr ships builtin/questions.jsonl (gold answers): the box masks it."""
+    fake_pkg = Path("/usr/share")  # stands in for site-packages/searchbox: a folder under /usr with content
+    monkeypatch.setattr(sandbox, "_package_dir", lambda: fake_pkg)
+    out = call(toolset, "bash", command="ls -A /usr/share | wc -l; ls /usr/bin | wc -l")
+    hidden, visible = (int(x) for x in out.output.split())
+    assert hidden == 0 and visible > 10
+
+
+def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
+    sandbox.probe_failure.cache_clear()
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    try:
+        with pytest.raises(SandboxError, match="bubblewrap"):
+            sandbox.resolve_mode("auto")
+        assert sandbox.resolve_mode("none") == "none"
+    finally:
+        sandbox.probe_failure.cache_clear()
+
+
+def _python_for(uid: int) -> str | None:
+    """A python3 the given uid can run (the venv's may sit under /root)."""
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(cand):
+            probe = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", cand, "-c", "pass"], capture_output=True)
+            if probe.returncode == 0:
+                return cand
+    return None
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="simulates a normal user's laptop from root")
+def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
+    """The harness run by a normal user: bwrap maps it to 65534 in a user namespace; limits still hold."""
+    python = _python_for(12345)
+    if python is None:
+        pytest.skip("no system python3 an unprivileged uid can run")
+    base = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else tmp_path_factory.mktemp("u")
+    root = Path(os.path.realpath(base)) / f"searchbox-user-{os.getpid()}"
+    try:
+        pkg = root / "pkg" / "searchbox"
+        (pkg / "tools").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "tools" / "__init__.py").write_text("")
+        src = Path(sandbox.__file__).resolve().parents[1]
+        shutil.copy(src / "errors.py", pkg / "errors.py")
+        shutil.copy(src / "tools" / "sandbox.py", pkg / "tools" / "sandbox.py")
+        work = root / "run" / "work"
+        (work / "dataroom").mkdir(parents=True)
+        (work / "dataroom" / "a.txt").write_text("hello\n")
+        (root / "secret.txt").write_text("HOST-SECRET\n")
+        for p in [root, *root.rglob("*")]:
+            os.chown(p, 12345, 12345)
+        code = (
+            "from pathlib import Path; from searchbox.tools import sandbox as s\n"
+            "assert s.probe_failure() == '', s.probe_failure()\n"
+            f"w = Path({str(work)!r})\n"
+            "r = s.run_shell('id -u; cat dataroom/a.txt; touch dataroom/x 2>&1 | grep -c Read-only; echo hi > mine.txt; "
+            "cat ../../secret.txt 2>&1 | grep -c SECRET; :(){ :|:& };: ; sleep 1; ls /proc | grep -c [0-9]', w, [w / 'dataroom'], 'bwrap', 8, 100000)\n"
+            "print(r.output)\n"
+        )
+        proc = subprocess.run(["setpriv", "--reuid=12345", "--regid=12345", "--clear-groups", python, "-c", code],
+                              env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "pkg")}, cwd=root, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines = proc.stdout.splitlines()
+        assert lines[:4] == ["65534", "hello", "1", "0"], proc.stdout[-2000:]
+        assert (work / "mine.txt").read_text() == "hi\n"
+        survivors = subprocess.run(["ps", "-o", "stat=", "-u", "12345"], capture_output=True, text=True).stdout.split()
+        survivors = [s for s in survivors if not s.startswith("Z")]  # a zombie is dead, only not yet reaped
+        assert survivors == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,4 +1,10 @@
-"""The always-on tools (read, bash, grep, find, ls, write, edit), confined to the run's work/ directory."""
+"""The always-on tools (read, bash, grep, find, ls, write, edit), confined to the run's work/ directory.
+
+Nothing here follows a link or opens a special file the model made: paths are taken apart
+lexically and every component is checked with lstat; file contents go through searchbox.safefs;
+ripgrep runs inside the same box as bash. Tool calls never overlap with the model's processes (a
+bash call kills all of them when it ends), so nothing can swap an entry between check and use.
+"""
 
 from __future__ import annotations
 
@@ -6,45 +12,123 @@ import fnmatch
 import os
 import re
 import shutil
-import subprocess
+import stat
+import time
 from pathlib import Path
 
+from .. import safefs
 from . import sandbox
 from .context import ToolContext, ToolError
 
+READ_CAP = 16 * 1024**2  # bytes read (or edited) from one file
+WALK_CAP = 200_000  # entries find looks at before giving up
+SYSTEM_PREFIXES = tuple(os.path.realpath(d) + os.sep for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64"))
+
+
+def _parts(ctx: ToolContext, path: str) -> tuple[str, ...]:
+    """The path's components below work/, taken apart lexically (no link is resolved); escapes refused."""
+    raw = path or "."
+    if "\x00" in raw:
+        raise ToolError(f"{path!r}: NUL byte in path")
+    norm = os.path.normpath(raw)
+    if os.path.isabs(norm):
+        for base in dict.fromkeys((os.path.normpath(str(ctx.work)), os.path.realpath(ctx.work))):
+            if norm == base:
+                return ()
+            if norm.startswith(base + os.sep):
+                norm = norm[len(base) + 1:]
+                break
+        else:
+            raise ToolError(f"{path}: outside the working directory")
+    if norm == "..":
+        raise ToolError(f"{path}: outside the working directory")
+    if norm.startswith("../"):
+        raise ToolError(f"{path}: outside the working directory")
+    return tuple(p for p in norm.split("/") if p not in ("", "."))
+
+
+def _lstat(ctx: ToolContext, parts: tuple[str, ...], path: str) -> os.stat_result | None:
+    """The entry's own stat, or None when missing; a link or a non-directory on the way is an error."""
+    here = Path(ctx.work)
+    st = os.lstat(here)
+    for i, name in enumerate(parts):
+        if i and not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{path}: {'/'.join(parts[:i])} is not a directory")
+        here = here / name
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ToolError(f"{path}: {exc.strerror}") from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise ToolError(f"{path}: {'/'.join(parts[: i + 1])} is a symbolic link; links are not followed")
+    return st
+
+
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _in_dataroom(parts: tuple[str, ...]) -> bool:
+    return bool(parts) and parts[0] == "dataroom"
+
 
 def resolve(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
-    """A path inside work/ (relative or absolute); refuse escapes, and writes into dataroom/."""
-    work = ctx.work.resolve()
-    raw = Path(path or ".")
-    target = (raw if raw.is_absolute() else work / raw).resolve()
-    if target != work and work not in target.parents:
-        raise ToolError(f"{path}: outside the working directory")
+    """A path inside work/ reached without links; for writing: not in dataroom/, and not a non-file."""
+    parts = _parts(ctx, path)
+    st = _lstat(ctx, parts, path)
     if writing:
-        dataroom = ctx.dataroom.resolve()
-        if target == dataroom or dataroom in target.parents:
+        if not parts:
+            raise ToolError(f"{path}: is the working directory itself")
+        if _in_dataroom(parts):
             raise ToolError(f"{path}: dataroom/ is read-only; write elsewhere in the working directory")
-    return target
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{path}: is a directory" if stat.S_ISDIR(st.st_mode) else f"{path}: {_kind(st)}")
+    return ctx.work.resolve().joinpath(*parts)
 
 
 def rel(ctx: ToolContext, path: Path) -> str:
     return path.relative_to(ctx.work.resolve()).as_posix() or "."
 
 
+def _regular(ctx: ToolContext, path: str) -> tuple[tuple[str, ...], os.stat_result]:
+    parts = _parts(ctx, path)
+    st = _lstat(ctx, parts, path)
+    if st is None:
+        raise ToolError(f"{path}: no such file")
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{path}: is a directory; use ls")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{path}: {_kind(st)}; only regular files can be read")
+    return parts, st
+
+
+def _read(ctx: ToolContext, parts: tuple[str, ...], path: str) -> bytes:
+    data = safefs.read_bytes(ctx.work, "/".join(parts), cap=READ_CAP)
+    if data is None:
+        raise ToolError(f"{path}: not a regular file")
+    return data
+
+
 def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> str:
-    target = resolve(ctx, path)
-    if not target.is_file():
-        raise ToolError(f"{path}: no such file" + (" (it is a directory; use ls)" if target.is_dir() else ""))
-    data = target.read_bytes()
-    ctx.touch(rel(ctx, target))
+    parts, st = _regular(ctx, path)
+    data = _read(ctx, parts, path)
+    ctx.touch("/".join(parts))
     if b"\x00" in data[:8192]:
-        return f"{path}: binary file, {len(data)} bytes"
+        return f"{path}: binary file, {st.st_size} bytes"
     lines = data.decode("utf-8", errors="replace").splitlines()
     chunk = lines[offset - 1 : offset - 1 + limit]
     body = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(chunk, start=offset))
     more = len(lines) - (offset - 1 + len(chunk))
     if more > 0:
         body += f"\n[{more} more lines; read with offset={offset + len(chunk)}]"
+    if st.st_size > len(data):
+        body += f"\n[file is {st.st_size} bytes; only the first {len(data)} were read]"
     return body or f"{path}: empty (or offset past the end; {len(lines)} lines)"
 
 
@@ -62,105 +146,162 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
 
 
 def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
-    target = resolve(ctx, path)
-    if not target.exists():
+    """Matches as `path:line:text` (path relative to work/), whether the target is a folder or one file."""
+    parts = _parts(ctx, path)
+    st = _lstat(ctx, parts, path)
+    if st is None:
         raise ToolError(f"{path}: no such file or directory")
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        raise ToolError(f"{path}: {_kind(st)}; only regular files and folders can be searched")
+    target = "/".join(parts) or "."
     rg = shutil.which("rg")
-    if rg:
-        argv = [rg, "--no-heading", "--line-number", "--color", "never", "--max-columns", "300", "--max-count", "20", "--no-follow"]
-        if ignore_case:
-            argv.append("-i")
-        if glob:
-            argv += ["--glob", glob]
-        argv += ["-e", pattern, "--", str(target)]
-        try:
-            proc = subprocess.run(argv, capture_output=True, cwd=ctx.work, timeout=ctx.harness.bash_timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            raise ToolError("grep timed out") from exc
-        if proc.returncode > 1:
-            raise ToolError(proc.stderr.decode("utf-8", errors="replace")[:500])
-        lines = proc.stdout.decode("utf-8", errors="replace").splitlines()
-    else:
-        lines = _py_grep(target, pattern, glob, ignore_case)
-    base = str(ctx.work.resolve()) + os.sep
-    lines = [ln[len(base):] if ln.startswith(base) else ln for ln in lines]
+    cap = ctx.harness.output_cap_chars * 4
+    lines = _rg(ctx, rg, pattern, target, glob, ignore_case, cap) if rg else _py_grep(ctx, target, pattern, glob, ignore_case, cap)
     for ln in lines:
         ctx.touch(ln.split(":", 1)[0])
-    if not lines:
-        return "no matches"
-    return "\n".join(lines)
+    return "\n".join(lines) if lines else "no matches"
 
 
-def _py_grep(target: Path, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
-    """The fallback when ripgrep is missing (Python's regex dialect)."""
+def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, ignore_case: bool, cap: int) -> list[str]:
+    """ripgrep inside the box (a ripgrep outside the system dirs is bound in read-only)."""
+    extra = {}
+    real = os.path.realpath(rg)
+    if ctx.sandbox_mode != "none" and not real.startswith(SYSTEM_PREFIXES):
+        extra = {real: "/opt/searchbox/rg"}
+        rg = "/opt/searchbox/rg"
+    argv = [rg, "--no-heading", "--line-number", "--with-filename", "--null", "--color", "never", "--no-follow",
+            "--max-columns", "300", "--max-count", "20"]
+    if ignore_case:
+        argv.append("-i")
+    if glob:
+        argv += ["--glob", glob]
+    argv += ["-e", pattern, "--", target]
+    res = sandbox.run_confined(argv, ctx.work, [ctx.dataroom], ctx.sandbox_mode, ctx.harness.bash_timeout_s, cap,
+                               extra_ro=extra, merge_stderr=False)
+    if res.timed_out:
+        raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s")
+    if res.exit_code > 1 and not res.output:
+        raise ToolError(res.errors.strip()[:500] or f"grep failed (exit {res.exit_code})")
+    lines = []
+    for line in res.output.splitlines():
+        name, sep, rest = line.partition("\0")
+        if not sep:
+            continue  # e.g. rg's note about a binary file, or a line cut by the output cap
+        lines.append(f"{name.removeprefix('./')}:{rest}")
+    if res.output_bytes > len(res.output.encode()):
+        lines.append(f"[output truncated: {res.output_bytes} bytes in all]")
+    return lines
+
+
+def _py_grep(ctx: ToolContext, target: str, pattern: str, glob: str | None, ignore_case: bool, cap: int) -> list[str]:
+    """The fallback when ripgrep is missing (Python's regex dialect), reading through safefs under a deadline."""
     try:
         rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as exc:
         raise ToolError(f"invalid regular expression: {exc}") from exc
-    files = [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file() and not p.is_symlink())
-    out = []
+    deadline = time.monotonic() + ctx.harness.bash_timeout_s
+    if safefs.is_regular(ctx.work, target):
+        files = [target]
+    else:
+        base = "" if target == "." else target + "/"
+        files = [base + name for name, _ in safefs.walk_files(ctx.work / target)]
+    out, size = [], 0
     for f in files:
-        if glob and not fnmatch.fnmatch(f.name, glob) and not fnmatch.fnmatch(str(f), glob):
+        if time.monotonic() > deadline:
+            raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s")
+        if glob and not fnmatch.fnmatch(os.path.basename(f), glob) and not fnmatch.fnmatch(f, glob):
             continue
-        for n, line in enumerate(f.read_bytes().decode("utf-8", errors="replace").splitlines(), 1):
+        data = safefs.read_bytes(ctx.work, f, cap=READ_CAP)
+        if data is None or b"\x00" in data[:8192]:
+            continue
+        hits = 0
+        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if rx.search(line):
                 out.append(f"{f}:{n}:{line[:300]}")
+                size += len(out[-1]) + 1
+                hits += 1
+                if size > cap:
+                    out.append("[output truncated]")
+                    return out
+                if hits >= 20:
+                    break
     return out
 
 
 def find(ctx: ToolContext, pattern: str, path: str = ".") -> str:
-    root = resolve(ctx, path)
-    if not root.is_dir():
+    parts = _parts(ctx, path)
+    st = _lstat(ctx, parts, path)
+    if st is None or not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path}: not a directory")
-    hits = []
-    for dirpath, dirs, names in os.walk(root, followlinks=False):
+    root = Path(ctx.work).joinpath(*parts)
+    prefix = "/".join(parts)
+    hits, seen = [], 0
+    for dirpath, dirs, names in os.walk(root, followlinks=False):  # lists links, never descends into them
         dirs.sort()
+        rel_dir = os.path.relpath(dirpath, root)
         for name in sorted(names):
-            full = Path(dirpath) / name
-            r = rel(ctx, full)
+            seen += 1
+            r = "/".join(p for p in (prefix, "" if rel_dir == "." else rel_dir, name) if p)
             if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(r, pattern) or fnmatch.fnmatch(r, f"*/{pattern}"):
                 hits.append(r)
+        if seen > WALK_CAP:
+            hits.append(f"[stopped after {WALK_CAP} entries]")
+            break
     if not hits:
         return "no files match"
     return "\n".join(hits[:500]) + (f"\n[{len(hits) - 500} more]" if len(hits) > 500 else "")
 
 
 def ls(ctx: ToolContext, path: str = ".") -> str:
-    target = resolve(ctx, path)
-    if not target.is_dir():
+    parts = _parts(ctx, path)
+    st = _lstat(ctx, parts, path)
+    if st is None or not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path}: not a directory")
     rows = []
-    for entry in sorted(target.iterdir(), key=lambda p: p.name):
-        if entry.name.startswith(".") and entry.parent == ctx.work.resolve():
+    with os.scandir(Path(ctx.work).joinpath(*parts)) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        if entry.name.startswith(".") and not parts:
             continue  # harness internals
-        if entry.is_dir():
+        est = entry.stat(follow_symlinks=False)
+        if stat.S_ISDIR(est.st_mode):
             rows.append(f"{entry.name}/")
+        elif stat.S_ISREG(est.st_mode):
+            rows.append(f"{entry.name}\t{est.st_size}")
+        elif stat.S_ISLNK(est.st_mode):
+            rows.append(f"{entry.name}@\tsymbolic link (not followed)")
         else:
-            rows.append(f"{entry.name}\t{entry.lstat().st_size}")
+            rows.append(f"{entry.name}\t{_kind(est)}")
     return "\n".join(rows[:1000]) or "(empty)"
 
 
 def write(ctx: ToolContext, path: str, content: str) -> str:
-    target = resolve(ctx, path, writing=True)
-    if target.is_dir():
-        raise ToolError(f"{path}: is a directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    parts = _parts(ctx, path)
+    resolve(ctx, path, writing=True)  # refuses dataroom/, links on the way, and a non-file in place
     data = content.encode("utf-8", errors="replace")
     if len(data) > sandbox.FILE_SIZE_CAP:
         raise ToolError("content too large")
-    target.write_bytes(data)
-    return f"wrote {len(data)} bytes to {rel(ctx, target)}"
+    _write(ctx, parts, path, data)
+    return f"wrote {len(data)} bytes to {'/'.join(parts)}"
+
+
+def _write(ctx: ToolContext, parts: tuple[str, ...], path: str, data: bytes) -> None:
+    try:
+        safefs.write_bytes(ctx.work, "/".join(parts), data)
+    except safefs.UnsafePath as exc:
+        raise ToolError(f"{path}: cannot write ({exc})") from exc
 
 
 def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = False) -> str:
-    target = resolve(ctx, path, writing=True)
-    if not target.is_file():
-        raise ToolError(f"{path}: no such file")
-    text = target.read_bytes().decode("utf-8", errors="replace")
+    resolve(ctx, path, writing=True)
+    parts, st = _regular(ctx, path)
+    if st.st_size > READ_CAP:
+        raise ToolError(f"{path}: {st.st_size} bytes is too large to edit (limit {READ_CAP})")
+    text = _read(ctx, parts, path).decode("utf-8", errors="replace")
     count = text.count(old) if old else 0
     if count == 0:
         raise ToolError("old string not found in file")
     if count > 1 and not replace_all:
         raise ToolError(f"old string occurs {count} times; give more context or set replace_all")
-    target.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1), encoding="utf-8")
-    return f"replaced {count if replace_all else 1} occurrence(s) in {rel(ctx, target)}"
+    _write(ctx, parts, path, (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8"))
+    return f"replaced {count if replace_all else 1} occurrence(s) in {'/'.join(parts)}"

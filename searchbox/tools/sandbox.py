@@ -1,13 +1,18 @@
-"""Running the agent's shell commands: bubblewrap isolation (no network, writes only in work/), timeouts, caps."""
+"""Running the agent's commands in a bubblewrap box that shows only the run's work/, as an unprivileged uid, with limits."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 import os
-import resource
+import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -17,7 +22,23 @@ from pathlib import Path
 from ..errors import SandboxError
 
 FILE_SIZE_CAP = 512 * 1024**2  # no single file the agent writes may pass this
+SANDBOX_UID = 65534  # "nobody": owns nothing on the host
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf")  # copied from the host: the loader needs them, they hold no secrets
+ETC_DIRS = ("alternatives",)  # Debian's awk, editor, ... are links through /etc/alternatives
+PATH = "/usr/local/bin:/usr/bin:/bin"
 WRAPPERS = {"sudo", "env", "time", "nohup", "nice", "timeout", "command", "builtin", "exec", "then", "do", "else", "if", "while", "until", "!", "{", "}"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one call may use; every limit holds for each process of the box, processes for the box as a whole."""
+
+    processes: int = 128  # RLIMIT_NPROC (threads count too)
+    memory_bytes: int = 2 * 1024**3  # RLIMIT_AS of each process
+    file_bytes: int = FILE_SIZE_CAP  # RLIMIT_FSIZE
+    open_files: int = 1024
+    tmp_bytes: int = 256 * 1024**2  # the private /tmp and /dev/shm (tmpfs: counts as memory)
 
 
 @dataclass
@@ -29,20 +50,7 @@ class ShellResult:
     timed_out: bool
     output_bytes: int
     duration_s: float
-
-
-@lru_cache(maxsize=1)
-def bwrap_works() -> bool:
-    """Whether bubblewrap can create the namespaces we need on this machine."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False
-    try:
-        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev", "--proc", "/proc", "true"],
-                              capture_output=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
+    errors: str = ""  # stderr, when kept apart from the output
 
 
 def resolve_mode(mode: str) -> str:
@@ -52,63 +60,252 @@ def resolve_mode(mode: str) -> str:
     if bwrap_works():
         return "bwrap"
     raise SandboxError(
-        "bash needs network isolation but bubblewrap is unavailable: `apt-get install bubblewrap`, "
-        "or set harness.sandbox=none to run tools without isolation (unsafe)"
+        f"bash needs an isolated sandbox but bubblewrap does not work here ({probe_failure() or 'bwrap not found'}): "
+        "`apt-get install bubblewrap`, or set harness.sandbox=none to run tools without isolation (unsafe)"
     )
 
 
-def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str) -> list[str]:
-    """The argv that runs `argv` confined to `work` (read-only sub-paths) with no network."""
+@lru_cache(maxsize=1)
+def probe_failure() -> str:
+    """Why the box cannot be built on this machine ('' when it can): runs the real argv once on a scratch run."""
+    if not shutil.which("bwrap"):
+        return "bwrap not found"
+    if not _as_root() and not shutil.which("prlimit"):
+        return "prlimit (util-linux) not found"
+    if _as_root() and not (shutil.which("setpriv") and shutil.which("prlimit")):
+        return "setpriv/prlimit (util-linux) not found"
+    scratch = Path(tempfile.mkdtemp(prefix="searchbox-probe-"))
+    try:
+        work = scratch / "work"
+        (work / "dataroom").mkdir(parents=True)
+        (work / "dataroom" / "probe.txt").write_text("probe\n")
+        check = "test -w . && test -r dataroom/probe.txt && ! touch dataroom/x 2>/dev/null && ! test -e /etc/shadow && id -u"
+        try:
+            res = run_shell(check, work, [work / "dataroom"], "bwrap", 20.0, 4096)
+        except OSError as exc:
+            return str(exc)
+        if res.exit_code != 0 or res.output.strip() != str(SANDBOX_UID):
+            return f"probe exited {res.exit_code}: {res.output.strip()[:300]}"
+        return ""
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def bwrap_works() -> bool:
+    """Whether the box (the same argv run_shell uses) can be built on this machine."""
+    return probe_failure() == ""
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def environment(work: Path) -> dict[str, str]:
+    """The whole environment of a command: an allowlist with fixed values, nothing inherited from the harness."""
+    return {"PATH": PATH, "LANG": "C.UTF-8", "HOME": str(work), "TMPDIR": "/tmp", "TERM": "dumb"}
+
+
+def _limit_argv(limits: Limits, cpu_s: float) -> list[str]:
+    """prlimit inside the box: RLIMIT_NPROC set there counts only the box's processes (see wrap)."""
+    cpu = max(1, math.ceil(cpu_s))
+    pairs = {"nproc": limits.processes, "as": limits.memory_bytes, "cpu": cpu, "fsize": limits.file_bytes,
+             "nofile": limits.open_files, "core": 0}
+    return ["prlimit", *(f"--{k}={v}:{v}" for k, v in pairs.items()), "--"]
+
+
+def _etc_data(work: Path) -> dict[str, bytes]:
+    home = str(work)
+    return {
+        "passwd": f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{home}:/bin/bash\n".encode(),
+        "group": f"sandbox:x:{SANDBOX_UID}:\n".encode(),
+        "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+        "hosts": b"127.0.0.1 localhost\n::1 localhost\n",
+        "hostname": b"sandbox\n",
+    }
+
+
+def _package_dir() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: Limits = Limits(), cpu_s: float = 60.0,
+         extra_ro: dict[str, str] | None = None) -> tuple[list[str], list[int]]:
+    """The argv that runs `argv` in the box, and the fds it needs passed (the generated /etc files).
+
+    Inside: the system's /usr and /lib*, a generated /etc, the run's work/ read-write at its own path
+    with `readonly` sub-paths read-only, a private sized /tmp, fresh /proc and /dev, no network, uid
+    65534 and no capabilities. Run by root, bwrap mounts as root without a user namespace and
+    setpriv drops to the host's uid 65534 (a user namespace would keep host uid 0, for which the
+    kernel never enforces RLIMIT_NPROC); run by anyone else, a user namespace maps the caller to
+    65534. `extra_ro` binds single host files (e.g. a ripgrep outside /usr) at sandbox paths.
+    """
     if mode == "none":
-        return argv
-    work = str(Path(work).resolve())
-    cmd = ["bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--bind", work, work]
+        return _limit_argv(limits, cpu_s) + argv if shutil.which("prlimit") else argv, []
+    work = Path(work).resolve()
+    cmd = ["bwrap"]
+    if _as_root():
+        # No user namespace: --unshare-all would add one (try), keeping host uid 0 inside.
+        cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    else:
+        cmd += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    cmd += ["--hostname", "sandbox"]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            cmd += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            cmd += ["--ro-bind", d, d]
+    pkg = _package_dir()
+    if any(pkg.is_relative_to(os.path.realpath(d)) for d in SYSTEM_DIRS if os.path.isdir(d)):
+        cmd += ["--tmpfs", str(pkg)]  # an installed searchbox ships the gold answers (builtin/questions.jsonl)
+    fds = []
+    cmd += ["--dir", "/etc"]
+    for name, data in _etc_data(work).items():
+        fd = os.memfd_create(f"etc-{name}")  # close-on-exec; pass_fds hands it to bwrap only
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        fds.append(fd)
+        cmd += ["--perms", "0644", "--ro-bind-data", str(fd), f"/etc/{name}"]
+    for name in ETC_FILES + ETC_DIRS:
+        cmd += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    if os.path.islink("/etc/localtime"):
+        cmd += ["--symlink", os.readlink("/etc/localtime"), "/etc/localtime"]
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    mounted = ("/tmp", "/etc", "/proc", "/dev", *SYSTEM_DIRS)
+    for parent in reversed(work.parents):
+        if str(parent) != "/" and not any(parent == Path(m) or parent.is_relative_to(m) for m in mounted if m != "/tmp") \
+                and str(parent) != "/tmp":
+            cmd += ["--perms", "0755", "--dir", str(parent)]  # mirrored host modes (0700) would lock uid 65534 out
+    cmd += ["--bind", str(work), str(work)]
     for path in readonly:
-        cmd += ["--ro-bind", str(Path(path).resolve()), str(Path(path).resolve())]
-    cmd += ["--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-            "--die-with-parent", "--new-session", "--chdir", work, "--"]
-    return cmd + argv
+        p = Path(path).resolve()
+        if p.exists():
+            cmd += ["--ro-bind", str(p), str(p)]
+    for src, dest in (extra_ro or {}).items():
+        cmd += ["--ro-bind", src, dest]
+    cmd += ["--remount-ro", "/", "--chdir", str(work), "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in environment(work).items():
+        cmd += ["--setenv", key, value]
+    cmd.append("--")
+    if _as_root():
+        cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return cmd + _limit_argv(limits, cpu_s) + argv, fds
 
 
-def _limit_child() -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_CAP, FILE_SIZE_CAP))
+def grant(work: Path, readonly: list[Path]) -> None:
+    """Root only: hand work/ (not its read-only parts) to the sandbox uid, without following any link.
+
+    Runs between calls, when no process of the box is alive, so nothing can swap an entry under it.
+    """
+    if not _as_root():
+        return
+    skip = {os.path.realpath(p) for p in readonly}
+    root = os.path.realpath(work)
+    for dirpath, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if os.path.join(dirpath, d) not in skip]
+        for name in [*dirs, *names]:
+            _own(os.path.join(dirpath, name))
+    _own(root)
 
 
-def run_shell(command: str, work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int) -> ShellResult:
-    """Run `bash -c command` in its own process group; kill the whole group on timeout."""
-    argv = wrap(["bash", "-c", command], work, readonly, mode)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_", "OPENAI_", "JINA_", "HF_TOKEN"))}
-    env.update({"HOME": str(work), "TMPDIR": "/tmp", "PAGER": "cat", "GIT_PAGER": "cat"})
+def _own(path: str) -> None:
+    try:
+        st = os.lstat(path)
+        if st.st_uid != SANDBOX_UID and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            os.chown(path, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+    except OSError:
+        pass  # gone meanwhile, or a filesystem without ownership: the command will just not write there
+
+
+def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
+                 limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True) -> ShellResult:
+    """Run argv in the box, in its own process group; when it ends (or times out) kill everything it started.
+
+    Output is read as it comes and kept up to cap_bytes (stderr apart, also capped, unless merged).
+    """
+    work = Path(work)
+    if mode != "none":
+        grant(work, readonly)
+    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro)
+    info_r = info_w = -1
+    if mode != "none":
+        info_r, info_w = os.pipe()
+        fds.append(info_w)
+        full[1:1] = ["--info-fd", str(info_w)]  # bwrap reports the host pid of the box's pid 1 here
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=env, preexec_fn=_limit_child)
-    kept = bytearray()
-    total = [0]
+    try:
+        proc = subprocess.Popen(full, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                                start_new_session=True, env=environment(work), pass_fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    box = _box_pidfd(info_r) if info_r >= 0 else None
+    kept, errs = bytearray(), bytearray()
+    total = [0, 0]
 
-    def drain() -> None:
-        assert proc.stdout is not None
-        while chunk := proc.stdout.read(65536):
-            total[0] += len(chunk)
-            if len(kept) < cap_bytes:
-                kept.extend(chunk[: cap_bytes - len(kept)])
+    def drain(stream, buf: bytearray, slot: int) -> None:
+        while chunk := stream.read(65536):
+            total[slot] += len(chunk)
+            if len(buf) < cap_bytes:
+                buf.extend(chunk[: cap_bytes - len(buf)])
 
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=drain, args=(proc.stdout, kept, 0), daemon=True)]
+    if not merge_stderr:
+        readers.append(threading.Thread(target=drain, args=(proc.stderr, errs, 1), daemon=True))
+    for reader in readers:
+        reader.start()
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:
-        # Kill the group even after a normal exit: background children must not outlive the call.
-        try:
+        # Kill even after a normal exit: background children must not outlive the call. Killing the box's
+        # pid 1 makes the kernel kill its whole pid namespace (setsid or nohup do not escape that); the
+        # process group catches everything when there is no box.
+        if box is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(box, signal.SIGKILL)
+            select.select([box], [], [], 10)  # readable once pid 1 is gone, i.e. the namespace is empty
+            os.close(box)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)  # bwrap reaps its pid 1 and exits (killing it first would leave a zombie)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         proc.wait()
-    reader.join(timeout=5)
+    for reader in readers:
+        reader.join(timeout=5)
     text = bytes(kept).decode("utf-8", errors="replace")
-    return ShellResult(proc.returncode if not timed_out else -9, text, timed_out, total[0], time.monotonic() - start)
+    return ShellResult(proc.returncode if not timed_out else -9, text, timed_out, total[0], time.monotonic() - start,
+                       bytes(errs).decode("utf-8", errors="replace"))
+
+
+def _box_pidfd(info_r: int) -> int | None:
+    """A pidfd of the box's pid 1, from bwrap's --info-fd report (None if bwrap failed before reporting)."""
+    data = b""
+    deadline = time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline and select.select([info_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(info_r)
+    try:
+        return os.pidfd_open(int(json.loads(data)["child-pid"]))
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def run_shell(command: str, work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
+              limits: Limits = Limits()) -> ShellResult:
+    """Run `bash -c command` in the box."""
+    return run_confined(["bash", "-c", command], work, readonly, mode, timeout_s, cap_bytes, limits)
 
 
 def programs(command: str) -> list[str]:
