@@ -1,0 +1,1 @@
+"""The web app: submit jobs, watch runs live, browse sweeps (`python -m searchbox.serve`)."""

@@ -1,0 +1,389 @@
+"""The FastAPI app: pages, the jobs API, a run's live events (SSE from its own trace), files, sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
+
+from ..config import DataroomLimits
+from ..dataroom import make_writable, open_workspace
+from ..errors import ConfigError, SearchboxError
+from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members
+from . import runview, sweeps
+from .guard import Guard, error_page
+from .jobs import JobRunner, new_job_id
+from .scheduler import Scheduler, SchedulerError
+
+log = logging.getLogger("searchbox.web")
+
+TERMINAL = ("done", "failed", "cancelled")
+POLL_S = 0.4
+MAX_QUESTION = 20_000
+TIER_LABELS = {"builtin": "Built-in tools", "high": "High tier: dataroom-aware", "low": "Low tier: embedding primitives"}
+ENDPOINT_RX = re.compile(r"https?://[^\s/?#]+(/[^\s]*)?")
+MODEL_RX = re.compile(r"[\w.:/@+-]{1,200}")
+
+
+@dataclass
+class WebSettings:
+    """What the server was started with (serve.py builds it from the command line)."""
+
+    outputs: Path
+    endpoint: str  # the model endpoint jobs use (the embedded llama-server's URL, or --endpoint)
+    endpoint_label: str = ""  # what the home page says about it
+    model: Optional[str] = None  # model id sent by jobs (None: the server's default)
+    token: Optional[str] = None
+    loopback: bool = True  # bound to loopback: refuse foreign Host headers (DNS rebinding)
+    slots: int = 1
+    sandbox: str = "auto"
+    max_upload_bytes: int = 200 * 1024**2
+    max_budget: int = 1000  # turns; a token budget may be up to 10_000 times this
+    poll_s: float = 0.25  # how often the job loop looks at its children
+
+
+class BadInput(SearchboxError):
+    """A request the app refuses, with the reason."""
+
+
+def create_app(settings: WebSettings) -> FastAPI:
+    settings.outputs = Path(settings.outputs).resolve()
+    web_root = settings.outputs / "web"
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        web_root.mkdir(parents=True, exist_ok=True)
+        sched = Scheduler(web_root / "jobs.sqlite", settings.slots)
+        runner = JobRunner(sched, web_root, settings.endpoint, settings.sandbox, settings.poll_s).start()
+        app.state.sched, app.state.runner, app.state.stopping = sched, runner, False
+        try:
+            yield
+        finally:
+            app.state.stopping = True
+            await run_in_threadpool(runner.stop)
+            sched.close()
+
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  max_body_size=settings.max_upload_bytes + 1024**2)
+    app.add_middleware(Guard, token=settings.token, loopback=settings.loopback)
+    static = Path(str(resources.files("searchbox.web") / "static"))
+    app.mount("/static", StaticFiles(directory=static), name="static")
+    templates = Path(str(resources.files("searchbox.web") / "templates"))
+
+    def page(name: str) -> HTMLResponse:
+        return HTMLResponse((templates / name).read_text(encoding="utf-8"))
+
+    def fail(request: Request, status: int, message: str):
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message}, status_code=status)
+        return HTMLResponse(error_page(status, message), status_code=status)
+
+    # ---- errors: a reason, never a traceback ---------------------------------------------
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return fail(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        first = (exc.errors() or [{}])[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
+        return fail(request, 400, f"{where}: {first.get('msg', 'invalid input')}")
+
+    @app.exception_handler(runview.NotFound)
+    async def not_found(request: Request, exc: runview.NotFound):
+        return fail(request, 404, str(exc))
+
+    @app.exception_handler(SchedulerError)
+    async def conflict(request: Request, exc: SchedulerError):
+        return fail(request, 409, str(exc))
+
+    @app.exception_handler(SearchboxError)
+    async def refused(request: Request, exc: SearchboxError):
+        return fail(request, 400, str(exc))
+
+    @app.exception_handler(MultiPartException)
+    async def bad_form(request: Request, exc: MultiPartException):
+        return fail(request, 400, f"bad form: {exc.message}")
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception):
+        log.exception("unhandled error on %s", request.url.path)
+        return fail(request, 500, "internal error (the server log has the details)")
+
+    # ---- pages ---------------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse)
+    async def home():
+        return page("index.html")
+
+    @app.get("/runs/{ref:path}", response_class=HTMLResponse)
+    async def run_page(ref: str):
+        located(ref)
+        return page("run.html")
+
+    @app.get("/sweeps", response_class=HTMLResponse)
+    async def sweeps_page():
+        return page("sweeps.html")
+
+    @app.get("/sweeps/{name}", response_class=HTMLResponse)
+    async def sweep_page(name: str):
+        sweeps.sweep_dir(settings.outputs, name)
+        return page("sweep.html")
+
+    @app.get("/sweeps/{name}/figures/{figure}")
+    async def figure(name: str, figure: str):
+        path = sweeps.figure_path(settings.outputs, name, figure)
+        return FileResponse(path, media_type="image/svg+xml" if figure.endswith(".svg") else "image/png")
+
+    # ---- config and jobs -----------------------------------------------------------------
+    @app.get("/api/config")
+    async def config():
+        return {
+            "tiers": [{"name": t, "label": TIER_LABELS.get(t, t),
+                       "tools": [{"name": s.name, "default": s.default, "description": s.description,
+                                  "args": list(s.parameters.get("properties", {}))} for s in CATALOG if s.tier == t]}
+                      for t in TIERS],
+            "named": [{"name": t.name, "members": tier_members(t.name), "description": t.description, "isolated": t.isolated} for t in NAMED_TIERS],
+            "builtins": [s.name for s in CATALOG if s.tier == "builtin"],
+            "endpoint": settings.endpoint_label or settings.endpoint, "model": settings.model, "slots": settings.slots,
+            "max_upload_mb": round(settings.max_upload_bytes / 1024**2, 1), "max_budget": settings.max_budget,
+        }
+
+    def job_view(job) -> dict:
+        return {**job.public(), "ref": f"web/jobs/{job.id}", "url": f"/runs/web/jobs/{job.id}"}
+
+    @app.get("/api/jobs")
+    async def list_jobs():
+        return {"jobs": [job_view(j) for j in reversed(app.state.sched.jobs())]}
+
+    @app.get("/api/jobs/{job_id}")
+    async def get_job(job_id: str):
+        return {"job": job_view(app.state.sched.get(job_id))}
+
+    @app.post("/api/jobs", status_code=201)
+    async def submit(request: Request):
+        form = await request.form(max_files=1, max_fields=64, max_part_size=256 * 1024)
+        spec = job_spec(form, settings)
+        job_id = new_job_id()
+        upload = form.get("dataroom")
+        runner: JobRunner = app.state.runner
+        if upload is not None and not isinstance(upload, str) and upload.filename:
+            dest = runner.upload_path(job_id)
+            await save_upload(upload, dest, settings.max_upload_bytes)
+            try:
+                await run_in_threadpool(check_zip, dest, web_root / "tmp")
+            except SearchboxError as exc:
+                dest.unlink(missing_ok=True)
+                raise BadInput(f"dataroom {upload.filename[:200]!r} refused: {str(exc).replace(str(dest), 'upload')}") from None
+            except BaseException:
+                dest.unlink(missing_ok=True)
+                raise
+            spec["dataroom"], spec["dataroom_name"] = str(dest), upload.filename[:200]
+        return {"job": job_view(runner.submit(job_id, spec))}
+
+    @app.post("/api/jobs/{job_id}/pause")
+    async def pause(job_id: str):
+        return {"job": job_view(app.state.runner.hold(job_id))}
+
+    @app.post("/api/jobs/{job_id}/resume")
+    async def resume(job_id: str, request: Request):
+        fields = await body_fields(request)
+        job = app.state.sched.get(job_id)
+        update: dict[str, Any] = {}
+        if fields.get("budget") not in (None, ""):
+            update["budget"] = parse_budget(fields["budget"], job.spec.get("budget_unit", "turns"), settings)
+        if job.state == "done" and update.get("budget", 0) <= (job.spec.get("budget") or 0):
+            raise BadInput(f"job {job_id} finished its budget of {job.spec.get('budget')}: give a larger budget to continue it")
+        return {"job": job_view(app.state.runner.resume(job_id, update))}
+
+    @app.post("/api/jobs/{job_id}/cancel")
+    async def cancel(job_id: str):
+        return {"job": job_view(app.state.runner.cancel(job_id))}
+
+    # ---- runs ----------------------------------------------------------------------------
+    def job_of(ref: str):
+        parts = ref.strip("/").split("/")
+        if len(parts) == 3 and parts[:2] == ["web", "jobs"]:
+            with contextlib.suppress(SchedulerError):
+                return app.state.sched.get(parts[2])
+        return None
+
+    def located(ref: str) -> Path:
+        """A dependency: a bad reference is a 404 before any streaming starts. A job's run may not exist yet."""
+        job = job_of(ref)
+        if job is not None and not (web_root / "jobs" / job.id).exists():
+            return web_root / "jobs" / job.id
+        return runview.resolve_run(settings.outputs, ref)
+
+
+    @app.get("/api/runs/{ref:path}/events", response_class=EventSourceResponse)
+    async def events(ref: str, request: Request, run_dir: Path = Depends(located)):
+        try:  # a reconnecting EventSource says where it was; a fresh one may ask to skip what it already has
+            offset = max(0, int(request.headers.get("last-event-id") or request.query_params.get("offset") or 0))
+        except ValueError:
+            offset = 0
+        tables = (("turns", run_dir / "turns.parquet", runview.table_rows), ("calls", run_dir / "tool_calls.parquet", runview.table_rows),
+                  ("meta", run_dir / "run_meta.json", lambda p: runview.read_meta(p.parent)))
+        seen: dict[str, Any] = {}
+        while not app.state.stopping:
+            got, offset = await run_in_threadpool(runview.read_trace, run_dir, offset)
+            if got:
+                yield ServerSentEvent(event="trace", data=got, id=str(offset))
+                continue  # drain the trace before anything else (a replay arrives in a few big events)
+            for name, path, load in tables:
+                stamp = runview.mtime(path)
+                if stamp != seen.get(name):
+                    seen[name] = stamp
+                    yield ServerSentEvent(event=name, data=await run_in_threadpool(load, path))
+            job = job_of(ref)
+            if job is not None:
+                view = job_view(job)
+                if view != seen.get("job"):
+                    seen["job"] = view
+                    yield ServerSentEvent(event="job", data=view)
+            meta = runview.read_meta(run_dir) or {}
+            if meta.get("status") == "complete" and (job is None or job.state in TERMINAL):
+                yield ServerSentEvent(event="end", data={"stop_reason": meta.get("stop_reason")})
+                return
+            if job is not None and job.state in TERMINAL and job.launches and not meta:
+                yield ServerSentEvent(event="end", data={"stop_reason": None, "error": job.error})
+                return
+            await asyncio.sleep(POLL_S)
+
+    @app.get("/api/runs/{ref:path}/files")
+    async def files(ref: str, run_dir: Path = Depends(located)):
+        return await run_in_threadpool(runview.file_tree, run_dir)
+
+    @app.get("/api/runs/{ref:path}/file")
+    async def file(ref: str, path: str, run_dir: Path = Depends(located)):
+        return await run_in_threadpool(runview.read_file, run_dir, path)
+
+    @app.get("/api/runs/{ref:path}/answer")
+    async def answer(ref: str, run_dir: Path = Depends(located)):
+        return await run_in_threadpool(runview.answer, run_dir)
+
+    @app.get("/api/runs/{ref:path}/snapshot")
+    async def snapshot(ref: str, run_dir: Path = Depends(located)):
+        job = job_of(ref)
+        return {**await run_in_threadpool(runview.snapshot, run_dir), "job": job_view(job) if job else None}
+
+    # ---- sweeps --------------------------------------------------------------------------
+    @app.get("/api/sweeps")
+    async def list_sweeps():
+        return {"sweeps": await run_in_threadpool(sweeps.list_sweeps, settings.outputs)}
+
+    @app.get("/api/sweeps/{name}")
+    async def sweep(name: str):
+        return await run_in_threadpool(sweeps.sweep_detail, settings.outputs, name)
+
+    report_locks: dict[str, asyncio.Lock] = {}
+
+    @app.post("/api/sweeps/{name}/report")
+    async def report(name: str):
+        sweeps.sweep_dir(settings.outputs, name)
+        lock = report_locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            result = await sweeps.render_report(settings.outputs, name)
+        if not result["ok"]:
+            raise BadInput(f"report failed: {result['error']}")
+        return result
+
+    return app
+
+
+# ---- input checks --------------------------------------------------------------------------
+def job_spec(form, settings: WebSettings) -> dict:
+    """A job's spec from the submitted form; BadInput names the first problem."""
+    question = str(form.get("question") or "").strip()
+    if not question:
+        raise BadInput("question: required")
+    if len(question) > MAX_QUESTION or "\x00" in question:
+        raise BadInput(f"question: at most {MAX_QUESTION} characters of text")
+    unit = str(form.get("budget_unit") or "turns")
+    if unit not in ("turns", "tokens"):
+        raise BadInput("budget_unit: turns or tokens")
+    budget = parse_budget(form.get("budget") or "1", unit, settings)
+    force = str(form.get("force_budget", "true")).lower() in ("1", "true", "on", "yes")
+    tools = str(form.get("tools") or "").strip() or None
+    if tools is not None:
+        if len(tools) > 2000:
+            raise BadInput("tools: too long")
+        try:
+            names = [s.name for s in select(tools)]
+        except ConfigError as exc:
+            raise BadInput(f"tools: {exc}") from exc
+    else:
+        names = [s.name for s in select(None)]
+    model = str(form.get("model") or "").strip() or settings.model
+    if model and not MODEL_RX.fullmatch(model):
+        raise BadInput("model: an id of letters, digits and . : / @ + - _")
+    endpoint = str(form.get("endpoint") or "").strip() or None
+    if endpoint and (len(endpoint) > 500 or not ENDPOINT_RX.fullmatch(endpoint)):
+        raise BadInput("endpoint: an http(s) URL")
+    return {"question": question, "budget": budget, "budget_unit": unit, "force_budget": force, "tools": tools,
+            "tool_names": names, "model": model, "endpoint": endpoint, "dataroom": None}
+
+
+def parse_budget(value: Any, unit: str, settings: WebSettings) -> int:
+    cap = settings.max_budget * (10_000 if unit == "tokens" else 1)
+    try:
+        budget = int(str(value).strip())
+    except ValueError:
+        raise BadInput(f"budget: a whole number, not {str(value)[:40]!r}") from None
+    if not 1 <= budget <= cap:
+        raise BadInput(f"budget: between 1 and {cap} {unit}")
+    return budget
+
+
+async def body_fields(request: Request) -> dict:
+    ctype = request.headers.get("content-type", "")
+    if "json" in ctype:
+        try:
+            data = await request.json()
+        except ValueError:
+            raise BadInput("body: not valid JSON") from None
+        return data if isinstance(data, dict) else {}
+    if "form" in ctype:
+        return dict(await request.form(max_files=0, max_fields=16))
+    return dict(request.query_params)
+
+
+async def save_upload(upload, dest: Path, cap: int) -> None:
+    """Copy an uploaded file to dest in chunks, refusing it past `cap` bytes."""
+    written = 0
+    try:
+        with open(dest, "wb") as out:
+            while chunk := await upload.read(1024**2):
+                written += len(chunk)
+                if written > cap:
+                    raise BadInput(f"dataroom: larger than the upload limit of {cap / 1024**2:.0f} MiB")
+                out.write(chunk)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+
+
+def check_zip(path: Path, scratch: Path) -> None:
+    """The CLI's own checks: extract into a scratch workspace (traversal, links, bombs, limits), then discard it."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="check-", dir=scratch))
+    try:
+        open_workspace(tmp, path, DataroomLimits())
+    finally:
+        make_writable(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)

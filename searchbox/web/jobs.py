@@ -1,0 +1,214 @@
+"""Job processes: one `python -m searchbox.run` child per job, started, paused (PAUSE file) and resumed as the scheduler says.
+
+A run in its own process cannot take the server down, however it ends. All children are started
+from the runner's one thread, so the parent-death signal they carry fires only when the server
+itself goes away (then they stop as `interrupted`, logs complete, and return to the pool on restart).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..llama import _die_with_parent
+from .scheduler import PAUSING, Job, Launch, Scheduler
+from .sweeps import last_reason
+
+SECRET_ENV = ("SEARCHBOX_TOKEN",)  # never handed to a run
+
+
+def new_job_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+class JobRunner:
+    """Owns the job children; a loop thread reaps exits, asks the scheduler what to launch and keeps PAUSE files in sync."""
+
+    def __init__(self, sched: Scheduler, root: Path, endpoint: str, sandbox: str = "auto", poll_s: float = 0.25,
+                 python: str = sys.executable, grace_s: float = 5.0):
+        self.sched, self.root, self.endpoint, self.sandbox = sched, Path(root), endpoint, sandbox
+        self.poll_s, self.python, self.grace_s = poll_s, python, grace_s
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._paused: set[str] = set()  # jobs whose PAUSE file we made
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        for sub in ("jobs", "uploads", "logs", "tmp"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    # ---- paths ---------------------------------------------------------------------------
+    def run_dir(self, job_id: str) -> Path:
+        return self.root / "jobs" / job_id
+
+    def log_path(self, job_id: str) -> Path:
+        return self.root / "logs" / f"{job_id}.log"
+
+    def upload_path(self, job_id: str) -> Path:
+        return self.root / "uploads" / f"{job_id}.zip"
+
+    # ---- user actions (any thread) --------------------------------------------------------
+    def submit(self, job_id: str, spec: dict) -> Job:
+        job = self.sched.submit(job_id, spec, self.run_dir(job_id))
+        self.wake()
+        return job
+
+    def hold(self, job_id: str) -> Job:
+        job = self.sched.hold(job_id)
+        self.wake()
+        return job
+
+    def resume(self, job_id: str, spec_update: Optional[dict] = None) -> Job:
+        job = self.sched.resume(job_id, spec_update)
+        self.wake()
+        return job
+
+    def cancel(self, job_id: str) -> Job:
+        job = self.sched.cancel(job_id)
+        self.wake()
+        return job
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ---- the loop ------------------------------------------------------------------------
+    def start(self) -> "JobRunner":
+        self._thread = threading.Thread(target=self._loop, name="searchbox-jobs", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Pause every running job (it returns to the pool), then stop the loop; children that will not stop are ended."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.grace_s + 15)
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # the loop must outlive any one bad job; say why and go on
+                print(f"searchbox: job loop: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+        self._shutdown()
+
+    def tick(self) -> None:
+        for job_id, proc in list(self.procs.items()):
+            if proc.poll() is not None:
+                self._reap(job_id, proc)
+        for launch in self.sched.step():
+            self._launch(launch)
+        for job in self.sched.jobs("running"):
+            self._sync_pause(job)
+
+    def _sync_pause(self, job: Job) -> None:
+        pause = self.run_dir(job.id) / "PAUSE"
+        if job.pause_request in PAUSING:
+            # Only once the run exists: a PAUSE in a fresh --out would make the run refuse the directory.
+            if job.id not in self._paused and (self.run_dir(job.id) / "run_meta.json").exists():
+                pause.touch()
+                self._paused.add(job.id)
+        elif job.id in self._paused:
+            with contextlib.suppress(FileNotFoundError):
+                pause.unlink()
+            self._paused.discard(job.id)
+
+    # ---- children ------------------------------------------------------------------------
+    def command(self, launch: Launch) -> list[str]:
+        job, spec = launch.job, launch.job.spec
+        run_dir = self.run_dir(job.id)
+        endpoint = spec.get("endpoint") or self.endpoint
+        cmd = [self.python, "-m", "searchbox.run"]
+        if launch.kind == "resume" and (run_dir / "state.json").exists():
+            return cmd + ["--resume", str(run_dir), "--endpoint", endpoint, "--budget", str(spec["budget"])]
+        # a first start (or a start that never got going: begin again in a clean directory)
+        cmd += ["--out", str(run_dir), "--overwrite", "--endpoint", endpoint, "--budget", str(spec["budget"]),
+                "--budget-unit", spec.get("budget_unit", "turns"), "--sandbox", self.sandbox,
+                "--force-budget" if spec.get("force_budget", True) else "--no-force-budget"]
+        if spec.get("tools"):
+            cmd += ["--tools", spec["tools"]]
+        if spec.get("model"):
+            cmd += ["--model", spec["model"]]
+        cmd += ["--", spec["question"]]
+        if spec.get("dataroom"):
+            cmd.append(spec["dataroom"])
+        return cmd
+
+    def _launch(self, launch: Launch) -> None:
+        job = launch.job
+        self._paused.discard(job.id)
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir(job.id) / "PAUSE").unlink()
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env["PYTHONUNBUFFERED"] = "1"
+        try:
+            with open(self.log_path(job.id), "ab") as log:
+                log.write(f"\n=== {launch.kind} {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+                log.flush()
+                self.procs[job.id] = subprocess.Popen(self.command(launch), stdout=log, stderr=subprocess.STDOUT,
+                                                      stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        except OSError as exc:
+            self.sched.exited(job.id, None, f"could not start the run: {exc}")
+
+    def _reap(self, job_id: str, proc: subprocess.Popen) -> None:
+        del self.procs[job_id]
+        self._paused.discard(job_id)
+        meta = _read_json(self.run_dir(job_id) / "run_meta.json")
+        stop = meta.get("stop_reason") if meta.get("status") == "complete" else None
+        error = ""
+        if not stop or proc.returncode not in (0, 1, 130):
+            error = last_reason(_tail(self.log_path(job_id)), proc.returncode)
+        elif stop in ("model_error", "tool_error"):
+            error = meta.get("stop_detail") or stop
+        self.sched.exited(job_id, stop or None, error)
+
+    def _shutdown(self) -> None:
+        self.sched.preempt_all()
+        for job in self.sched.jobs("running"):
+            self._sync_pause(job)
+        deadline = time.monotonic() + self.grace_s
+        while self.procs and time.monotonic() < deadline:
+            for job_id, proc in list(self.procs.items()):
+                if proc.poll() is not None:
+                    self._reap(job_id, proc)
+            time.sleep(0.1)
+        for proc in self.procs.values():  # SIGTERM: the run stops as `interrupted`, logs complete
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for job_id, proc in list(self.procs.items()):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10.0)
+                self._reap(job_id, proc)
+        for proc in self.procs.values():  # still there: killed, and left `running` so a restart returns it to the pool
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5.0)
+        self.procs.clear()
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _tail(path: Path, size: int = 8192) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, 2) - size))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

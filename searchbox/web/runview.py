@@ -1,0 +1,260 @@
+"""A run directory as the dashboard reads it: the trace tailed as compact events, its tables, meta, files and answer.
+
+Nothing here keeps its own bookkeeping: every number the dashboard shows comes from the run's own
+artifacts (trace.jsonl appended live, the parquet tables rewritten after each turn, run_meta.json).
+Everything under a run is opened without following links (safefs), so a link the model made in
+work/ is never followed, and a run reference cannot leave the outputs directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any, Optional
+
+import pyarrow.parquet as pq
+
+from .. import safefs
+from ..errors import SearchboxError
+from . import markdown
+
+TEXT_CHARS = 4000  # assistant/user text and tool arguments sent to the browser
+PREVIEW_CHARS = 1500  # tool output preview
+FILE_CAP = 256 * 1024  # bytes of one file shown in the browser
+TREE_CAP = 3000  # files listed in the tree
+TRACE_CHUNK = 512 * 1024  # bytes of trace read per poll
+
+
+class NotFound(SearchboxError):
+    """No such run, file or sweep (or one the app refuses to show)."""
+
+
+# ---- locating a run ------------------------------------------------------------------------
+def resolve_run(outputs: Path, ref: str) -> Path:
+    """The run directory `ref` names under outputs/: plain directories only, never inside a run's work/."""
+    try:
+        parts = safefs.parts_of(ref)
+    except safefs.UnsafePath as exc:
+        raise NotFound(f"no such run: {exc}") from exc
+    if not parts or any(p.startswith(".") or p == "work" for p in parts):
+        raise NotFound(f"no such run: {ref}")
+    cur = Path(outputs)
+    for part in parts:
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except OSError:
+            raise NotFound(f"no such run: {ref}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotFound(f"no such run: {ref}")
+    if not (_regular(cur / "run_meta.json") or _regular(cur / "trace.jsonl")):
+        raise NotFound(f"not a run directory: {ref}")
+    return cur
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_regular(path: Path) -> Optional[int]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+# ---- the trace -----------------------------------------------------------------------------
+def read_trace(run_dir: Path, offset: int = 0, limit: int = TRACE_CHUNK) -> tuple[list[dict], int]:
+    """Complete trace lines after byte `offset` (at most about `limit` bytes), compacted; and the new offset."""
+    fd = _open_regular(Path(run_dir) / "trace.jsonl")
+    if fd is None:
+        return [], offset
+    try:
+        size = os.fstat(fd).st_size
+        if size < offset:  # the file was replaced: start over
+            offset = 0
+        if size == offset:
+            return [], offset
+        data = os.pread(fd, min(limit, size - offset), offset)
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n")
+    if end < 0:
+        if len(data) >= limit:  # one enormous line: skip it rather than stall
+            return [{"type": "skipped", "bytes": len(data)}], offset + len(data)
+        return [], offset
+    events = []
+    for line in data[: end + 1].splitlines():
+        if not line.strip():
+            continue
+        try:
+            events.append(compact(json.loads(line)))
+        except (ValueError, TypeError, AttributeError):
+            events.append({"type": "unreadable"})
+    return events, offset + end + 1
+
+
+def clip(value: Any, limit: int) -> tuple[str, int]:
+    """Text of at most `limit` characters, and the full length."""
+    if value is None:
+        return "", 0
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return (text if len(text) <= limit else text[:limit] + " …"), len(text)
+
+
+def compact(line: dict) -> dict:
+    """A trace line as the browser needs it: roles, calls, usage and previews, never whole tool outputs."""
+    kind = line.get("type", "")
+    out: dict[str, Any] = {"type": kind, "turn": line.get("turn"), "t": line.get("t")}
+    if kind == "message":
+        m = line.get("message") or {}
+        role = m.get("role", "")
+        out["role"] = role
+        out["content"], out["chars"] = clip(m.get("content"), PREVIEW_CHARS if role == "tool" else TEXT_CHARS)
+        if role == "tool":
+            out["tool_call_id"], out["name"] = str(m.get("tool_call_id", "")), str(m.get("name", ""))
+        if m.get("reasoning_content"):
+            out["reasoning"], _ = clip(m.get("reasoning_content"), PREVIEW_CHARS)
+        calls = []
+        for call in m.get("tool_calls") or []:
+            fn = (call or {}).get("function") or {}
+            args, _ = clip(fn.get("arguments"), TEXT_CHARS)
+            calls.append({"id": str(call.get("id", "")), "name": str(fn.get("name", "")), "arguments": args})
+        if calls:
+            out["tool_calls"] = calls
+        usage = line.get("usage")
+        if isinstance(usage, dict):
+            out["usage"] = {k: usage.get(k) for k in ("prompt", "completion", "cached", "latency_s", "finish_reason", "estimated") if k in usage}
+    else:
+        for key, value in line.items():
+            if key in out or key == "type":
+                continue
+            out[key] = value if isinstance(value, (int, float, bool)) or value is None else clip(value, PREVIEW_CHARS)[0]
+    return out
+
+
+# ---- tables and meta -----------------------------------------------------------------------
+def table_rows(path: Path) -> list[dict]:
+    """A parquet table's rows, JSON-safe (NaN -> None); [] when missing or being replaced."""
+    if not _regular(path):
+        return []
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (OSError, ValueError):
+        return []
+    return [{k: json_safe(v) for k, v in row.items()} for row in rows]
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def read_meta(run_dir: Path) -> Optional[dict]:
+    """run_meta.json without its bulky parts (the resolved config stays; the answer text is shown from ANSWER.md)."""
+    fd = _open_regular(Path(run_dir) / "run_meta.json")
+    if fd is None:
+        return None
+    try:
+        data = os.read(fd, 8 * 1024**2)
+    finally:
+        os.close(fd)
+    try:
+        meta = json.loads(data)
+    except ValueError:
+        return None
+    if isinstance(meta, dict):
+        meta.pop("answer", None)
+        return json_safe(meta)
+    return None
+
+
+def mtime(path: Path) -> float:
+    try:
+        return os.lstat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+# ---- files ---------------------------------------------------------------------------------
+def file_tree(run_dir: Path) -> dict:
+    """Regular files of the run: its artifacts, and work/ (dataroom and what the model wrote); links skipped."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return {"artifacts": [], "work": [], "truncated": False}
+    artifacts: list[list] = []
+    for rel in sorted(_top_files(run_dir)):
+        st = safefs.lstat(run_dir, rel)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            artifacts.append([rel, st.st_size])
+    work: list[list] = []
+    truncated = False
+    st = safefs.lstat(run_dir, "work")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        files = safefs.walk_files(run_dir / "work", cap_files=TREE_CAP + 1)
+        truncated = len(files) > TREE_CAP
+        work = [[f"work/{rel}", size] for rel, size in files[:TREE_CAP]]
+    return {"artifacts": artifacts, "work": work, "truncated": truncated}
+
+
+def _top_files(run_dir: Path) -> list[str]:
+    out = []
+    with os.scandir(run_dir) as it:
+        for entry in it:
+            if entry.is_file(follow_symlinks=False):
+                out.append(entry.name)
+    snaps = safefs.lstat(run_dir, "snapshots")
+    if snaps is not None and stat.S_ISDIR(snaps.st_mode):
+        with os.scandir(run_dir / "snapshots") as it:
+            out += [f"snapshots/{e.name}" for e in it if e.is_file(follow_symlinks=False)]
+    return out
+
+
+def read_file(run_dir: Path, rel: str) -> dict:
+    """One file of the run for the viewer: text (capped) or a note that it is binary. Links and escapes refused."""
+    try:
+        parts = safefs.parts_of(rel)
+    except safefs.UnsafePath as exc:
+        raise NotFound(str(exc)) from exc
+    if not parts:
+        raise NotFound("no file given")
+    data = safefs.read_bytes(Path(run_dir), "/".join(parts), cap=FILE_CAP + 1)
+    if data is None:
+        raise NotFound(f"{rel}: no such regular file (links and special files are not shown)")
+    st = safefs.lstat(Path(run_dir), "/".join(parts))
+    size = st.st_size if st else len(data)
+    if b"\x00" in data[:8192] or rel.endswith(".parquet"):
+        return {"path": rel, "size": size, "binary": True, "text": "", "truncated": False}
+    return {"path": rel, "size": size, "binary": False, "text": data[:FILE_CAP].decode("utf-8", errors="replace"),
+            "truncated": len(data) > FILE_CAP}
+
+
+def answer(run_dir: Path) -> dict:
+    """work/ANSWER.md rendered (escaped markdown subset), read without following links."""
+    text = safefs.read_text(Path(run_dir) / "work", "ANSWER.md", cap=FILE_CAP) if (Path(run_dir) / "work").is_dir() else None
+    if text is None:
+        return {"present": False, "html": "", "chars": 0}
+    return {"present": True, "html": markdown.render(text), "chars": len(text)}
+
+
+def snapshot(run_dir: Path) -> dict:
+    """Everything at once (for scripts and tests): meta, turns, tool calls."""
+    run_dir = Path(run_dir)
+    return {"meta": read_meta(run_dir), "turns": table_rows(run_dir / "turns.parquet"), "calls": table_rows(run_dir / "tool_calls.parquet")}
