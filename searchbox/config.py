@@ -20,6 +20,19 @@ DELIVERIES = ("inline", "file")
 INDEX_BACKENDS = ("exact", "ann")
 
 
+# Fields that change how a run is carried out but not what it computes: left out of the run key, so
+# `model.parallel=2` or a longer timeout relaunches nothing. What served the run is keyed instead by
+# the server's own identity (identity.served_identity), not by how we reached it.
+OPERATIONAL_FIELDS = frozenset({
+    "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
+    "model.backoff_s", "model.gguf", "model.server_bin", "model.parallel", "model.server_args",
+    "harness.sandbox",
+    "retrieval.device", "retrieval.min_free_vram_gb", "retrieval.batch_size", "retrieval.cache", "retrieval.api_key_env",
+    "index.root", "index.persistent",
+    "limits.max_files", "limits.max_bytes", "limits.max_file_bytes", "limits.max_ratio",
+})
+
+
 @dataclass
 class ModelConfig:
     """The chat model: an OpenAI-compatible endpoint, or the embedded llama-server when unset."""
@@ -53,7 +66,7 @@ class HarnessConfig:
     budget_unit: str = "turns"
     token_metric: str = "total"  # what a token budget counts
     force_budget: bool = True  # send "Continue." until the budget is spent
-    max_turns: int = 64  # safety cap when the budget is in tokens
+    max_turns: int = 64  # most turns a run takes (caps token budgets; a larger turn budget is a config error)
     max_steps_per_turn: int = 24  # model calls in one turn before the turn is cut
     max_repeat_calls: int = 3  # the same call this many times in a row ends the turn (0 = never)
     turn_ceiling_s: Optional[float] = 900.0  # a turn past this ends (the run goes on)
@@ -145,6 +158,10 @@ class RunConfig:
                 raise ConfigError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
         if self.harness.budget < 1:
             raise ConfigError(f"harness.budget={self.harness.budget}: must be >= 1")
+        if self.harness.budget_unit == "turns" and self.harness.budget > self.harness.max_turns:
+            raise ConfigError(f"budget={self.harness.budget} turns exceeds harness.max_turns={self.harness.max_turns}: raise harness.max_turns")
+        if self.noise.ratio < 0:
+            raise ConfigError(f"noise.ratio={self.noise.ratio}: must be >= 0")
         if self.retrieval.chunk_overlap >= self.retrieval.chunk_chars:
             raise ConfigError("retrieval.chunk_overlap must be smaller than retrieval.chunk_chars")
         if not 0.1 <= self.harness.compact_at <= 1.0:
@@ -155,6 +172,16 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def semantic(self) -> dict:
+        """The config minus OPERATIONAL_FIELDS: what decides the run's result."""
+        out: dict[str, Any] = {}
+        for section, values in self.to_dict().items():
+            if isinstance(values, dict):
+                out[section] = {k: v for k, v in values.items() if f"{section}.{k}" not in OPERATIONAL_FIELDS}
+            else:
+                out[section] = values
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunConfig":

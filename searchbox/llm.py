@@ -1,10 +1,13 @@
-"""OpenAI-compatible chat client over httpx: retries, usage and llama.cpp timings per call."""
+"""OpenAI-compatible chat client over httpx: hard deadlines, bounded retries, usage and llama.cpp timings per call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -15,6 +18,11 @@ from .config import ModelConfig
 from .errors import ModelError
 
 RETRY_STATUS = {500, 502, 503, 504, 529}
+PROBE_TIMEOUT_S = 10.0  # GETs of /props, /v1/models, /metrics
+
+
+class DeadlineExceeded(ModelError):
+    """The run's or the turn's deadline passed before the endpoint gave a complete answer."""
 
 
 @dataclass
@@ -24,6 +32,7 @@ class Usage:
     prompt: int = 0
     completion: int = 0
     cached: int = 0
+    estimated: bool = False  # the response had no usage: the harness filled in an estimate
 
     @property
     def total(self) -> int:
@@ -47,20 +56,31 @@ class Response:
 
 
 def parse_usage(body: dict) -> tuple[Usage, dict]:
-    """Usage from `usage` (OpenAI) with llama.cpp `timings` as fallback for missing fields."""
-    usage = body.get("usage") or {}
-    timings = body.get("timings") or {}
+    """Usage from `usage` (OpenAI) with llama.cpp `timings` as fallback; parts found nowhere are marked missing.
+
+    A missing count is never read as zero: `Usage.estimated` tells the caller to fill it in.
+    """
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    timings = body.get("timings") if isinstance(body.get("timings"), dict) else {}
     details = usage.get("prompt_tokens_details") or {}
     prompt = usage.get("prompt_tokens")
-    cached = details.get("cached_tokens")
-    if prompt is None and timings:
+    if prompt is None and "prompt_n" in timings:
         prompt = int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0))
+    completion = usage.get("completion_tokens")
+    if completion is None and "predicted_n" in timings:
+        completion = timings["predicted_n"]
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         cached = timings.get("cache_n", 0)
-    completion = usage.get("completion_tokens")
-    if completion is None:
-        completion = timings.get("predicted_n", 0)
-    return Usage(int(prompt or 0), int(completion or 0), int(cached or 0)), timings
+    missing = prompt is None or completion is None
+    return Usage(_int(prompt), _int(completion), _int(cached), estimated=missing), timings
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 def base_url(endpoint: str) -> str:
@@ -69,22 +89,68 @@ def base_url(endpoint: str) -> str:
     return re.sub(r"/v1$", "", url)
 
 
-class ChatClient:
-    """Talks to one OpenAI-compatible server; every failure past the retries is a ModelError."""
+def estimate_tokens(chars: int, tokens_per_char: float) -> int:
+    return int(math.ceil(chars * tokens_per_char))
 
-    def __init__(self, cfg: ModelConfig, endpoint: str, transport: httpx.BaseTransport | None = None):
+
+class ChatClient:
+    """Talks to one OpenAI-compatible server; every failure past the retries is a ModelError.
+
+    Every request runs under a hard wall-clock budget (connect, headers and body together), so a
+    stalled or byte-dripping server cannot hold a run past its deadline: httpx's own timeouts are
+    per read and reset with every byte, so the request is awaited with asyncio.wait_for instead.
+    """
+
+    def __init__(self, cfg: ModelConfig, endpoint: str, transport: httpx.AsyncBaseTransport | None = None):
         self.cfg = cfg
         self.root = base_url(endpoint)
-        headers = {}
+        self.headers: dict[str, str] = {}
         if cfg.api_key_env and os.environ.get(cfg.api_key_env):
-            headers["Authorization"] = f"Bearer {os.environ[cfg.api_key_env]}"
-        self._http = httpx.Client(timeout=httpx.Timeout(cfg.timeout_s, connect=10.0), headers=headers, transport=transport)
+            self.headers["Authorization"] = f"Bearer {os.environ[cfg.api_key_env]}"
+        self._transport = transport
+        self._ssl = httpx.create_ssl_context() if self.root.startswith("https") else None
+        self.deadline: Optional[float] = None  # the run's: probes never outlive it either
+        self._static: dict[str, Optional[str]] = {}  # /props and /v1/models do not change while a server runs
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing is held between calls (each request has its own connection)."""
 
-    def chat(self, payload: dict[str, Any], timeout_s: float | None = None) -> Response:
-        """POST /v1/chat/completions with bounded retries on connection errors and 5xx."""
+    # ---- one bounded request --------------------------------------------------------------
+    async def _send(self, method: str, url: str, body: Optional[dict], budget: float) -> tuple[int, str]:
+        timeout = httpx.Timeout(budget, connect=min(10.0, budget))
+        kwargs: dict[str, Any] = {"timeout": timeout, "headers": self.headers, "transport": self._transport}
+        if self._ssl is not None:
+            kwargs["verify"] = self._ssl
+        async with httpx.AsyncClient(**kwargs) as http:
+            resp = await http.request(method, url, json=body)
+            return resp.status_code, resp.text
+
+    def _request(self, method: str, path: str, body: Optional[dict], budget: float) -> tuple[int, str]:
+        """(status, text) within `budget` seconds or asyncio.TimeoutError / httpx errors."""
+        coro = asyncio.wait_for(self._send(method, f"{self.root}{path}", body, budget), timeout=budget)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        # Called from inside an event loop (a web app's thread): run on a private loop in a thread.
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = asyncio.run(coro)
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, daemon=True)
+        worker.start()
+        worker.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    # ---- chat -----------------------------------------------------------------------------
+    def chat(self, payload: dict[str, Any], deadline: Optional[float] = None) -> Response:
+        """POST /v1/chat/completions with bounded retries; nothing outlives `deadline` (time.monotonic)."""
         body = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens, **payload}
         if self.cfg.model:
             body["model"] = self.cfg.model
@@ -92,54 +158,86 @@ class ChatClient:
             body.setdefault("seed", self.cfg.seed)
         last = "no attempt"
         for attempt in range(1, self.cfg.retries + 2):
+            left = math.inf if deadline is None else deadline - time.monotonic()
+            if left <= 0.05:
+                raise DeadlineExceeded(f"deadline reached before attempt {attempt} ({last})")
+            budget = min(self.cfg.timeout_s, left)
             start = time.monotonic()
             try:
-                resp = self._http.post(f"{self.root}/v1/chat/completions", json=body, timeout=timeout_s or self.cfg.timeout_s)
-            except httpx.TimeoutException as exc:
-                last = f"timeout after {timeout_s or self.cfg.timeout_s:.0f}s ({type(exc).__name__})"
-            except httpx.TransportError as exc:
+                status, text = self._request("POST", "/v1/chat/completions", body, budget)
+            except (asyncio.TimeoutError, httpx.TimeoutException):
+                last = f"no complete response within {budget:.1f}s"
+                if deadline is not None and time.monotonic() >= deadline - 0.05:
+                    raise DeadlineExceeded(f"deadline reached: {last}") from None
+            except httpx.HTTPError as exc:
                 last = f"connection error: {exc!r}"
             else:
                 latency = time.monotonic() - start
-                if resp.status_code == 200:
-                    return self._parse(resp, latency, attempt)
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                if resp.status_code not in RETRY_STATUS:
+                if status == 200:
+                    return self._parse(text, latency, attempt)
+                last = f"HTTP {status}: {text[:300]}"
+                if status not in RETRY_STATUS:
                     raise ModelError(f"model endpoint refused the request: {last}")
             if attempt <= self.cfg.retries:
-                time.sleep(self.cfg.backoff_s * 2 ** (attempt - 1))
+                pause = self.cfg.backoff_s * 2 ** (attempt - 1)
+                if deadline is not None:
+                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
         raise ModelError(f"model endpoint failed after {self.cfg.retries + 1} attempts: {last}")
 
-    def _parse(self, resp: httpx.Response, latency: float, attempt: int) -> Response:
+    @staticmethod
+    def _parse(text: str, latency: float, attempt: int) -> Response:
         try:
-            body = resp.json()
+            body = json.loads(text)
             choice = body["choices"][0]
             message = dict(choice["message"])
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ModelError(f"model endpoint sent an unusable response: {resp.text[:300]}") from exc
+            raise ModelError(f"model endpoint sent an unusable response: {text[:300]!r}") from exc
         usage, timings = parse_usage(body)
         return Response(message, usage, latency, choice.get("finish_reason"), timings, attempt)
 
+    # ---- probes ---------------------------------------------------------------------------
+    def get_text(self, path: str) -> Optional[str]:
+        """GET a server endpoint such as /props; None when absent, unreachable, slow or failing."""
+        if path in self._static:
+            return self._static[path]
+        budget = PROBE_TIMEOUT_S
+        if self.deadline is not None:
+            budget = min(budget, max(1.0, self.deadline - time.monotonic()))
+        try:
+            status, text = self._request("GET", path, None, budget)
+            text = text if status == 200 else None
+        except (asyncio.TimeoutError, httpx.HTTPError):
+            text = None
+        if path in ("/props", "/v1/models"):
+            self._static[path] = text
+        return text
+
     def get_json(self, path: str) -> Optional[dict]:
-        """GET a server endpoint such as /props; None when it is absent, unreachable or not JSON."""
         text = self.get_text(path)
         try:
-            return json.loads(text) if text is not None else None
+            value = json.loads(text) if text is not None else None
         except ValueError:
             return None
-
-    def get_text(self, path: str) -> Optional[str]:
-        try:
-            resp = self._http.get(f"{self.root}{path}", timeout=10.0)
-            return resp.text if resp.status_code == 200 else None
-        except httpx.HTTPError:
-            return None
+        return value if isinstance(value, dict) else None
 
     def context_window(self) -> Optional[int]:
         """n_ctx per slot as llama-server reports it in /props."""
         props = self.get_json("/props") or {}
         n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
-        return int(n_ctx) if n_ctx else None
+        return int(n_ctx) if isinstance(n_ctx, (int, float)) and n_ctx > 0 else None
+
+    def served_model(self) -> dict:
+        """What the server says it serves: model id (/v1/models), and for llama-server its build and model file (/props)."""
+        ids = []
+        models = self.get_json("/v1/models") or {}
+        for item in models.get("data") or []:
+            if isinstance(item, dict) and item.get("id"):
+                ids.append(str(item["id"]))
+        wanted = self.cfg.model
+        model_id = wanted if wanted and (wanted in ids or not ids) else (ids[0] if ids else None)
+        props = self.get_json("/props") or {}
+        return {"model_id": model_id, "model_ids": ids, "llama_cpp": props.get("build_info"), "model_path": props.get("model_path")}
 
 
 def parse_metrics(text: str | None) -> dict[str, float]:

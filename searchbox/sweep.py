@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .collect import run_dirs
-from .config import DataroomLimits, HarnessConfig, ModelConfig, RetrievalConfig, RunConfig
+from .config import DataroomLimits, HarnessConfig, IndexConfig, ModelConfig, NoiseConfig, RetrievalConfig, RunConfig
 from .errors import SearchboxError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = PROJECT_ROOT / "conf"
-INFRA_STOPS = {"model_error", "interrupted", "paused"}  # runs stopped by these are redone on relaunch
 COLLECT_EVERY_S = 30.0  # sweep tables are refreshed at most this often while a job runs, and at its end
 
 
@@ -57,6 +56,12 @@ class GradingConfig:
 
 
 @dataclass
+class DistractorsChoice:
+    seed: int = 0  # which distractors the noise axis draws
+    source: Optional[str] = None  # zip or folder; null = the packaged distractor corpus
+
+
+@dataclass
 class SweepSettings:
     name: str = "default"
     root: str = "outputs/sweeps"
@@ -70,6 +75,8 @@ class SweepConfig:
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     backend: RetrievalConfig = field(default_factory=RetrievalConfig)
     limits: DataroomLimits = field(default_factory=DataroomLimits)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    distractors: DistractorsChoice = field(default_factory=DistractorsChoice)
     tools: ToolsChoice = field(default_factory=ToolsChoice)
     dataroom: DataroomChoice = field(default_factory=DataroomChoice)
     questions: QuestionsChoice = field(default_factory=QuestionsChoice)
@@ -80,12 +87,16 @@ class SweepConfig:
     token_metric: str = "total"
     force_budget: bool = True
     seed: int = 0
+    noise: float = 0.0  # distractor bytes as a multiple of the dataroom's (0, 1, 4, 16 ...)
+    delivery: str = "inline"  # inline | file
 
     def run_config(self) -> RunConfig:
         harness = HarnessConfig(**{**self.harness.__dict__, "budget": self.budget, "budget_unit": self.budget_unit,
-                                   "token_metric": self.token_metric, "force_budget": self.force_budget})
+                                   "token_metric": self.token_metric, "force_budget": self.force_budget, "delivery": self.delivery})
         model = ModelConfig(**{**self.model.__dict__, "seed": self.seed})
-        return RunConfig(model=model, harness=harness, retrieval=self.backend, limits=self.limits, tools=self.tools.select).validate()
+        noise = NoiseConfig(ratio=self.noise, seed=self.distractors.seed, source=self.distractors.source)
+        return RunConfig(model=model, harness=harness, retrieval=self.backend, limits=self.limits, index=self.index, noise=noise,
+                         tools=self.tools.select).validate()
 
 
 def register_schema() -> None:
@@ -107,18 +118,18 @@ def resolve_path(value: Optional[str]) -> Optional[Path]:
 
 # ---- axes and progress ---------------------------------------------------------------------
 def axes_of(task_overrides: list[str], sc: SweepConfig) -> dict[str, Any]:
-    """Axis columns: the standard axes always, plus every key the command line set."""
+    """Axis columns: the standard axes always, plus every other key the job's overrides set (e.g. model.temperature)."""
     axes: dict[str, Any] = {
         "model": sc.model.name, "tools": _tools_label(sc.tools.select), "budget": sc.budget, "budget_unit": sc.budget_unit,
         "force_budget": sc.force_budget, "retriever": sc.backend.retriever, "backend": sc.backend.embedder,
-        "dataroom": sc.dataroom.name, "questions": sc.questions.name,
+        "dataroom": sc.dataroom.name, "questions": sc.questions.name, "noise": sc.noise, "delivery": sc.delivery,
     }
+    groups = {"tools.select": "tools", "backend.retriever": "retriever", "backend.embedder": "backend", "model.name": "model",
+              "dataroom.name": "dataroom", "questions.name": "questions"}
     for item in task_overrides:
         key, _, value = item.lstrip("+~").partition("=")
-        if key in axes or key.split(".")[0] in ("tools", "model", "dataroom", "questions", "backend", "retriever"):
-            continue
-        if key.startswith("hydra"):
-            continue
+        if key in axes or key in groups or key.startswith(("hydra", "sweep.")) or key == "experiment":
+            continue  # already a standard axis column (a group choice shows as its name)
         axes[key] = value
     return axes
 
@@ -167,12 +178,14 @@ class Progress:
 # ---- one job -------------------------------------------------------------------------------
 def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict:
     """Run every question under this grid point; return counts."""
+    from .agent import INFRA_STOPS
     from .collect import DONE, collect, write
-    from .dataroom import builtin_dataroom, dataroom_hash, make_writable
+    from .dataroom import builtin_dataroom, make_writable
     from .grading import Judge, grade, load_questions
+    from .identity import dataroom_identity, run_key, served_identity
     from .llm import ChatClient
-    from .record import write_meta
-    from .run import endpoint_for, execute, run_key
+    from .record import Gold, update_grades
+    from .run import RunInfo, endpoint_for, execute
     from .tools import select
 
     cfg = sc.run_config()
@@ -180,23 +193,25 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
     qpath = resolve_path(sc.questions.path) or Path(__file__).parent / "builtin" / "questions.jsonl"
     questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
-    data_sha = dataroom_hash(dataroom)
+    data_id = dataroom_identity(dataroom)
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
     runs_root.mkdir(parents=True, exist_ok=True)
     progress = Progress(sweep_dir, len(questions))
     counts = {"done": 0, "skipped": 0, "failed": 0}
-    todo = []
-    for q in questions:
-        key = run_key(cfg, q.question, data_sha)
-        if (runs_root / key / DONE).exists():
-            counts["skipped"] += 1
-        else:
-            todo.append((q, key))
-    if not todo:
-        return counts
     last_collect = time.monotonic()
     with endpoint_for(cfg) as url:
+        # What serves this job is part of every run key: another model behind the same URL is another run.
+        served = served_identity(ChatClient(cfg.model, url) if url else None, cfg, url)
+        todo = []
+        for q in questions:
+            key = run_key(cfg, q.id, q.question, data_id, served)
+            if (runs_root / key / DONE).exists():
+                counts["skipped"] += 1
+            else:
+                todo.append((q, key))
+        if not todo:
+            return counts
         judge = None
         if sc.grading.judge:
             jcfg = ModelConfig(**{**cfg.model.__dict__, "model": sc.grading.judge_model or cfg.model.model})
@@ -208,14 +223,13 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
                 if stale.exists():  # an unfinished attempt: redo it from scratch
                     make_writable(stale)
                     shutil.rmtree(stale, ignore_errors=True)
-            extra = {"run_id": key, "question_id": q.id, "question_type": q.type, "axes": axes, "sweep": sc.sweep.name}
-            meta = execute(cfg, q.question, dataroom, tmp, url, extra_meta=extra)
+            info = RunInfo(run_id=key, question_id=q.id, question_type=q.type, questions_path=str(qpath.resolve()),
+                           gold=Gold(q.answer, list(q.aliases), list(q.gold_files), q.type), axes=axes, sweep=sc.sweep.name)
+            meta = execute(cfg, q.question, dataroom, tmp, url, info=info)
             ok = meta["stop_reason"] not in INFRA_STOPS
             if ok:
                 grades = grade(tmp, q, judge)
-                meta["grades"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in grades.items()}
-                meta["gold_answer"] = q.answer
-                write_meta(tmp, meta)
+                update_grades(tmp, {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in grades.items()})
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
                 counts["done"] += 1
@@ -271,7 +285,7 @@ class SweepCallback(_Callback):
         (sweep_dir / "sweep.json").write_text(json.dumps({"jobs": count_jobs(overrides), "overrides": overrides,
                                                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
         model_swept = any(o.split("=")[0].lstrip("+~").startswith("model") for o in overrides if "," in o)
-        if os.environ.get("LLAMA_URL") or config.model.endpoint or model_swept:
+        if os.environ.get("LLAMA_URL") or config.model.endpoint or config.model.get("policy") or model_swept:
             return
         model_cfg = ModelConfig(**OmegaConf.to_container(config.model, resolve=True))
         self.server = LlamaServer.from_config(model_cfg).start()

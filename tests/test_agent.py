@@ -103,7 +103,7 @@ def test_paused_and_interrupted(tmp_path):
 
 
 def test_every_stop_reason_is_known():
-    assert set(STOP_REASONS) == {"budget_spent", "first_turn_done", "token_budget_spent", "ceiling_seconds", "model_error", "interrupted", "paused"}
+    assert set(STOP_REASONS) == {"budget_spent", "first_turn_done", "token_budget_spent", "ceiling_seconds", "context_exhausted", "model_error", "tool_error", "interrupted", "paused"}
 
 
 def test_backstop_fills_from_assistant_text_only(tmp_path):
@@ -163,8 +163,10 @@ def test_json_protocol_survives_unparseable_response(tmp_path):
     cfg.model.protocol = "json"
     meta, srv, run_dir = run_script(tmp_path, [{"raw": '{"tool": "read", "argu'}, READ, {"content": "38.4"}], cfg)
     assert meta["stop_reason"] == "budget_spent" and meta["protocol"] == "json"
-    _, calls = tables(run_dir)
-    assert list(calls["tool"]) == ["(malformed)", "read"] and "not valid JSON" in calls["error"].iloc[0]
+    turns, calls = tables(run_dir)
+    # A malformed reply is not a tool call: it is counted on its own, and its error is in the trace.
+    assert list(calls["tool"]) == ["read"] and list(turns["malformed"]) == [1] and meta["malformed_replies"] == 1
+    assert any(e["type"] == "malformed" and "not valid JSON" in e["error"] for e in trace(run_dir))
     assert "response_format" in srv.requests[0] and "tools" not in srv.requests[0]
 
 
@@ -258,7 +260,7 @@ def test_truncated_json_answer_is_salvaged_and_malformed_loops_end_the_turn(tmp_
     assert snaps["ANSWER-t1.md"].strip() == "It is 38.4 métres and the survey says"
     turns, calls = tables(run_dir)
     assert list(turns["ended_by"]) == ["no_tool_calls", "malformed_responses"]
-    assert list(calls["tool"]) == ["(malformed)"] * 3
+    assert calls.empty and list(turns["malformed"]) == [0, 3] and meta["malformed_replies"] == 3
 
 
 def test_server_reported_overflow_compacts_and_retries(tmp_path):

@@ -10,10 +10,16 @@ from typing import Any, Callable
 
 from jsonschema import Draft202012Validator
 
+from .. import safefs
+from ..errors import BackendError
 from .catalog import CATALOG, ToolSpec, select
 from .context import ToolContext, ToolError
 
-__all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "Toolset", "Outcome", "select"]
+__all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "Toolset", "Outcome", "select", "BackendError"]
+
+# With delivery=file these still answer inline: they are how the agent opens a delivered result,
+# or they only report on the agent's own writing.
+INLINE_ALWAYS = frozenset({"read", "write", "edit"})
 
 
 @dataclass
@@ -27,16 +33,25 @@ class Outcome:
     error: str = ""
     programs: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
-    duration_ms: float = 0.0
+    duration_ms: float = 0.0  # the call itself, without backend setup (model loading, first index build)
+    setup_ms: float = 0.0
     output_chars: int = 0  # before capping
+    delivered: str = ""  # with delivery=file: where the full output was written (relative to work/)
 
 
 class Toolset:
-    """The enabled tools of one run. `call` never raises: every failure becomes an error Outcome."""
+    """The enabled tools of one run.
 
-    def __init__(self, specs: list[ToolSpec], ctx: ToolContext):
+    `call` turns every failure caused by the model's arguments into an error Outcome the model reads.
+    A failure of the harness's own backends (BackendError), or a bug, is raised: the run stops as
+    `tool_error` instead of counting a broken embedder as model behaviour.
+    """
+
+    def __init__(self, specs: list[ToolSpec], ctx: ToolContext, delivery: str = "inline"):
         self.specs = {s.name: s for s in specs}
         self.ctx = ctx
+        self.delivery = delivery
+        self.delivered = 0  # results written under work/results/
         self._validators = {s.name: Draft202012Validator(s.parameters) for s in specs}
         self._impls: dict[str, Callable[..., Any]] = {}
 
@@ -53,8 +68,12 @@ class Toolset:
             self._impls[spec.name] = getattr(importlib.import_module(f"{__name__}.{module}"), func)
         return self._impls[spec.name]
 
+    def _setup_s(self) -> float:
+        timing = getattr(self.ctx.retrieval, "timing", None)
+        return float(getattr(timing, "setup_s", 0.0) or 0.0)
+
     def call(self, name: str, raw_arguments: str | dict | None) -> Outcome:
-        start = time.monotonic()
+        start, setup_before = time.monotonic(), self._setup_s()
         self.ctx.programs, self.ctx.paths = [], []
         args_text = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments or {})
         try:
@@ -70,15 +89,34 @@ class Toolset:
             ok, error = True, ""
         except ToolError as exc:
             text, ok, error = f"Error: {exc}", False, str(exc)
-        except Exception as exc:  # a tool bug must not end the run; the model sees it, the log keeps it
-            text, ok, error = f"Error: {type(exc).__name__}: {exc}", False, f"{type(exc).__name__}: {exc}"
+        except BackendError:
+            raise
+        except Exception as exc:  # a harness bug is not the model's doing: stop the run, keep the traceback
+            raise BackendError(f"tool {name} failed inside the harness: {type(exc).__name__}: {exc}") from exc
         # File names that are not UTF-8 arrive as surrogate escapes: make them printable once, here.
         text, error = _printable(text), _printable(error)
         self.ctx.paths = [_printable(p) for p in self.ctx.paths]
-        cap = self.ctx.harness.output_cap_chars
-        shown = text if len(text) <= cap else text[:cap] + f"\n[output truncated: {len(text)} characters in all]"
+        delivered = ""
+        if ok and self.delivery == "file" and name not in INLINE_ALWAYS:
+            delivered, shown = self._deliver(name, text)
+        else:
+            cap = self.ctx.harness.output_cap_chars
+            shown = text if len(text) <= cap else text[:cap] + f"\n[output truncated: {len(text)} characters in all]"
+        setup_s = self._setup_s() - setup_before
+        total_ms = (time.monotonic() - start) * 1000
         return Outcome(name, args_text, ok, shown, error, list(self.ctx.programs), list(self.ctx.paths),
-                       (time.monotonic() - start) * 1000, len(text))
+                       max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered)
+
+    def _deliver(self, name: str, text: str) -> tuple[str, str]:
+        """delivery=file: the whole output goes to work/results/<n>-<tool>.txt; the message says where and how long."""
+        self.delivered += 1
+        rel = f"results/{self.delivered}-{name}.txt"
+        try:
+            safefs.write_text(self.ctx.work, rel, text, replace=False)
+        except safefs.UnsafePath as exc:  # the agent put something in the way: tell it, as any tool error
+            return "", f"Error: could not deliver the result to {rel}: {exc}"
+        lines = text.count("\n") + 1 if text else 0
+        return rel, f"Result written to {rel} ({len(text)} characters, {lines} lines). Open it with read(path=\"{rel}\")."
 
     @staticmethod
     def _parse(text: str) -> dict:

@@ -21,8 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class ScriptedServer:
-    def __init__(self, script=None, n_ctx=8192, supports_tools=True, chars_per_token=4.0):
+    def __init__(self, script=None, n_ctx=8192, supports_tools=True, chars_per_token=4.0, model_id="scripted-model",
+                 build_info="b0000-scripted"):
         self.script = list(script or [])
+        self.model_id, self.build_info = model_id, build_info
         self.n_ctx = n_ctx
         self.supports_tools = supports_tools
         self.cpt = chars_per_token
@@ -48,10 +50,12 @@ class ScriptedServer:
             def do_GET(self):
                 if self.path == "/props":
                     self._send(200, {"default_generation_settings": {"n_ctx": server.n_ctx},
-                                     "chat_template": "{{ messages }}",
+                                     "chat_template": "{{ messages }}", "build_info": server.build_info,
                                      "chat_template_caps": {"supports_tool_calls": server.supports_tools, "supports_tools": server.supports_tools}})
                 elif self.path == "/metrics":
                     self._send(200, "llamacpp:prompt_tokens_seconds 123.5\nllamacpp:predicted_tokens_seconds 45.25\n", "text/plain")
+                elif self.path == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": server.model_id, "object": "model"}]})
                 elif self.path == "/health":
                     self._send(200, {"status": "ok"})
                 else:
