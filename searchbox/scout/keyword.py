@@ -39,6 +39,8 @@ class Term:
 
 def stem(word: str) -> str:
     low = word.lower()
+    if low.endswith(("ied", "ies")) and len(low) > 5:
+        return low[:-3] + "y"  # multiplied -> multiply, entries -> entry
     for suffix in SUFFIXES:
         if low.endswith(suffix) and len(low) - len(suffix) >= 4:
             return low[: -len(suffix)]
