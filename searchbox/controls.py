@@ -76,13 +76,21 @@ def entity_terms(question: str) -> list[str]:
     rest = QUOTED.sub(" ", question)
     tokens = [t.rstrip(".") for t in WORD.findall(rest)]
     idents = [t for t in tokens if re.search(r"\d|-|[a-z][A-Z]", t) and t.lower() not in STOPWORDS]
-    return list(dict.fromkeys(phrases + idents))
+    # runs of capitalised words after the first word are names ("the Gannet Rock lighthouse")
+    names, run = [], []
+    for i, t in enumerate(tokens + [""]):
+        if i > 0 and t[:1].isupper() and t.lower() not in STOPWORDS:
+            run.append(t)
+        elif run:
+            names.append(" ".join(run))
+            run = []
+    return list(dict.fromkeys(phrases + idents + names))
 
 
 def content_terms(question: str) -> list[str]:
     """Question words that are neither stopwords nor entity names, in question order."""
     rest = QUOTED.sub(" ", question)
-    entity = {t.lower() for t in entity_terms(question)}
+    entity = {w.lower() for t in entity_terms(question) for w in [t, *t.split()]}
     out = []
     for token in WORD.findall(rest):
         t = token.rstrip(".")
@@ -112,30 +120,48 @@ def scoring_stems(question: str) -> set[str]:
 
 
 def units(text: str) -> list[str]:
-    """Candidate answers of a document: front-matter lines and body sentences."""
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line == "---":
+    """Candidate answers of a document: front-matter lines, list and table rows, and prose sentences.
+
+    Prose paragraphs are joined across line wraps before splitting into sentences; headings are left out
+    (a title restates the question, it does not answer it).
+    """
+    body, out = text, []
+    front = re.match(r"\A---\r?\n(.*?)\r?\n---\r?\n", text, re.DOTALL)
+    if front:
+        out += [ln.strip() for ln in front.group(1).splitlines() if ln.strip()]
+        body = text[front.end():]
+    for para in re.split(r"\n\s*\n", body):
+        lines = [ln.strip() for ln in para.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        if not lines:
             continue
-        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])", line):
-            if sentence.strip():
-                out.append(sentence.strip())
+        if any(re.match(r"([-*+|>]|\d+[.)]\s|\S+,\S+,)", ln) for ln in lines):
+            out += lines  # lists, tables and CSV rows stay one unit per line
+            continue
+        joined = " ".join(lines)
+        out += [u.strip() for u in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])", joined) if u.strip()]
     return out
 
 
 def best_sentence(question: str, texts: list[str]) -> str:
-    """The unit of the texts that best matches the question's evidence terms, as an answer."""
+    """The unit of the texts that best matches the question's evidence terms; entity names only break ties.
+
+    Weights are inverse unit frequencies within the texts read, so a word on every line counts for little.
+    """
     candidates = [u for t in texts for u in units(t)]
     if not candidates:
         return ""
     stems_per_unit = [{stem(w) for w in words(u)} for u in candidates]
-    wanted = scoring_stems(question)
+    evidence = scoring_stems(question)
+    entity = {stem(w) for t in entity_terms(question) for w in words(t)} - evidence
     n = len(candidates)
-    idf = {s: math.log((n + 1) / (0.5 + sum(s in su for su in stems_per_unit))) for s in wanted}
-    scores = [sum(idf[s] for s in wanted if s in su) for su in stems_per_unit]
-    best = max(range(n), key=lambda i: (scores[i], -len(candidates[i]), -i))
-    return as_answer(candidates[best])
+    idf = {s: math.log((n + 1) / (0.5 + sum(s in su for su in stems_per_unit))) for s in evidence | entity}
+
+    def score(i: int) -> tuple:
+        su = stems_per_unit[i]
+        return (round(sum(idf[s] for s in evidence if s in su), 9), round(sum(idf[s] for s in entity if s in su), 9),
+                -len(candidates[i]), -i)
+
+    return as_answer(candidates[max(range(n), key=score)])
 
 
 def as_answer(unit: str) -> str:
@@ -159,10 +185,13 @@ def numbered_text(read_output: str) -> tuple[list[tuple[int, str]], Optional[int
     return lines, int(more.group(2)) if more else None
 
 
-def grep_files(output: str) -> tuple[list[str], bool]:
-    """Distinct files of a grep output (relative to work/), and whether the output was cut."""
-    files = list(dict.fromkeys(m.group(1) for m in map(GREP_FILE.match, output.splitlines()) if m))
-    return files, "[output truncated:" in output
+def grep_files(output: str) -> tuple[dict[str, int], bool]:
+    """Matching lines per file of a grep output (paths relative to work/), and whether the output was cut."""
+    counts: dict[str, int] = {}
+    for m in map(GREP_FILE.match, output.splitlines()):
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts, "[output truncated:" in output
 
 
 def rg_escape(term: str) -> str:
@@ -175,7 +204,7 @@ class _Plan:
     """What the policy knows so far."""
 
     greps: list[str] = field(default_factory=list)  # terms still to probe
-    df: dict[str, list[str]] = field(default_factory=dict)  # term -> files it occurs in
+    df: dict[str, dict[str, int]] = field(default_factory=dict)  # term -> {file: matching lines}
     truncated: set[str] = field(default_factory=set)  # terms whose grep output was cut (very common)
     files: list[str] = field(default_factory=list)  # files still to read (relative to work/)
     texts: list[str] = field(default_factory=list)  # text of the files read
@@ -200,9 +229,11 @@ class ControlClient:
         self.plan = _Plan()
         self.steps = 0
         self._pending: Optional[tuple[str, dict]] = None  # the call whose result the next request carries
+        self.deadline: Optional[float] = None  # set by run.execute like on ChatClient; nothing here waits
 
     # ---- the ChatClient surface -----------------------------------------------------------
-    def chat(self, payload: dict, timeout_s: float | None = None) -> Response:
+    def chat(self, payload: dict, timeout_s: float | None = None, deadline: float | None = None) -> Response:
+        """The next step; a policy computes in microseconds, so timeouts and deadlines never bind."""
         start = time.monotonic()
         json_mode = "tools" not in payload and "response_format" in payload
         if self._pending is not None:
@@ -285,12 +316,15 @@ class ControlClient:
         return "read", {"path": self.plan.files[0], "offset": self.plan.offset, "limit": 2000}
 
     def _best_grep_file(self) -> Optional[str]:
-        """The file the rarest probed terms point to: sum over terms of 1/df (a cut output counts as very common)."""
+        """The file the rarest probed terms point to: tf-idf, sum over terms of (1 + ln lines) / files matched.
+
+        A cut grep output means a very common term: its file count is taken as ten times what was shown.
+        """
         scores: dict[str, float] = {}
         for term, files in self.plan.df.items():
             df = len(files) * (10 if term in self.plan.truncated else 1)
-            for f in files:
-                scores[f] = scores.get(f, 0.0) + 1.0 / df
+            for f, lines in files.items():
+                scores[f] = scores.get(f, 0.0) + (1 + math.log(lines)) / df
         return min(scores, key=lambda f: (-scores[f], f)) if scores else None
 
     def _give_up(self, reason: str) -> None:
@@ -308,7 +342,7 @@ class ControlClient:
         elif name == "read":
             self._absorb_read(text)
         elif name == "grep":
-            files, cut = grep_files(text) if not text.startswith("Error") else ([], False)
+            files, cut = grep_files(text) if not text.startswith("Error") else ({}, False)
             term = re.sub(r"\\(.)", r"\1", args.get("pattern", ""))
             p.df[term] = files
             if cut:
