@@ -123,3 +123,24 @@ def test_eval_keyword_policy_drives_the_executor(tmp_path):
     assert rows.loc["push", "target_hit"] and (rows["total_tokens"] == 0).all() and (rows["model"] == "keyword").all()
     calls = pd.read_parquet(out / "runs" / "multiply" / "tool_calls.parquet")
     assert list(calls["tool"])[:1] == ["grep"] and "finish" in set(calls["tool"])
+
+
+def test_hydra_multirun_sweeps_policy_and_budget(tmp_path):
+    import subprocess
+    import sys
+
+    repos, path = make_repo(tmp_path)
+    root = tmp_path / "sweeps"
+    cmd = [sys.executable, "-m", "searchbox.scout.sweep", "-m", "policy=keyword", "budget=1,3", f"tasks={path}", f"repos={repos}",
+           f"sweep.root={root}", "sweep.name=tiny"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sweep = root / "tiny"
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["keyword-b1", "keyword-b3"]
+    rows = pd.read_parquet(sweep / "tasks.parquet")
+    assert len(rows) == 6 and set(rows["job"]) == {"keyword-b1", "keyword-b3"} and set(rows["budget"]) == {1, 3}
+    summaries = {s["job"]: s for s in json.loads((sweep / "summary.json").read_text())}
+    assert summaries["keyword-b1"]["target_hits"] == 0  # one round only greps: nothing is read, so nothing can be cited
+    assert summaries["keyword-b3"]["target_hits"] >= 2
+    assert (sweep / "keyword-b3" / "runs" / "multiply" / "turns.parquet").exists()
+    assert "| keyword | keyword | 3 | 3 |" in (sweep / "summary.md").read_text()
