@@ -29,7 +29,7 @@ from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members
 from . import runview, sweeps
 from .guard import Guard, error_page
 from .jobs import JobRunner, new_job_id
-from .scheduler import Scheduler, SchedulerError
+from .scheduler import Scheduler, SchedulerError, UnknownJob
 
 log = logging.getLogger("searchbox.web")
 
@@ -62,6 +62,10 @@ class BadInput(SearchboxError):
     """A request the app refuses, with the reason."""
 
 
+class TooLarge(BadInput):
+    """An upload past the limit."""
+
+
 def create_app(settings: WebSettings) -> FastAPI:
     settings.outputs = Path(settings.outputs).resolve()
     web_root = settings.outputs / "web"
@@ -79,9 +83,11 @@ def create_app(settings: WebSettings) -> FastAPI:
             await run_in_threadpool(runner.stop)
             sched.close()
 
-    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
-                  max_body_size=settings.max_upload_bytes + 1024**2)
-    app.add_middleware(Guard, token=settings.token, loopback=settings.loopback)
+    max_body = settings.max_upload_bytes + 1024**2  # the zip plus the form's other fields
+    small = 64 * 1024
+    # Body limits per route, so the Guard (a user middleware, inside any app-wide limit) answers first with the reason.
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, token=settings.token, loopback=settings.loopback, max_body=max_body)
     static = Path(str(resources.files("searchbox.web") / "static"))
     app.mount("/static", StaticFiles(directory=static), name="static")
     templates = Path(str(resources.files("searchbox.web") / "templates"))
@@ -109,9 +115,17 @@ def create_app(settings: WebSettings) -> FastAPI:
     async def not_found(request: Request, exc: runview.NotFound):
         return fail(request, 404, str(exc))
 
+    @app.exception_handler(UnknownJob)
+    async def unknown_job(request: Request, exc: UnknownJob):
+        return fail(request, 404, str(exc))
+
     @app.exception_handler(SchedulerError)
     async def conflict(request: Request, exc: SchedulerError):
         return fail(request, 409, str(exc))
+
+    @app.exception_handler(TooLarge)
+    async def too_large(request: Request, exc: TooLarge):
+        return fail(request, 413, str(exc))
 
     @app.exception_handler(SearchboxError)
     async def refused(request: Request, exc: SearchboxError):
@@ -130,6 +144,10 @@ def create_app(settings: WebSettings) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     async def home():
         return page("index.html")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon():
+        return FileResponse(static / "favicon.svg", media_type="image/svg+xml")
 
     @app.get("/runs/{ref:path}", response_class=HTMLResponse)
     async def run_page(ref: str):
@@ -175,7 +193,7 @@ def create_app(settings: WebSettings) -> FastAPI:
     async def get_job(job_id: str):
         return {"job": job_view(app.state.sched.get(job_id))}
 
-    @app.post("/api/jobs", status_code=201)
+    @app.post("/api/jobs", status_code=201, max_body_size=max_body)
     async def submit(request: Request):
         form = await request.form(max_files=1, max_fields=64, max_part_size=256 * 1024)
         spec = job_spec(form, settings)
@@ -196,11 +214,11 @@ def create_app(settings: WebSettings) -> FastAPI:
             spec["dataroom"], spec["dataroom_name"] = str(dest), upload.filename[:200]
         return {"job": job_view(runner.submit(job_id, spec))}
 
-    @app.post("/api/jobs/{job_id}/pause")
+    @app.post("/api/jobs/{job_id}/pause", max_body_size=small)
     async def pause(job_id: str):
         return {"job": job_view(app.state.runner.hold(job_id))}
 
-    @app.post("/api/jobs/{job_id}/resume")
+    @app.post("/api/jobs/{job_id}/resume", max_body_size=small)
     async def resume(job_id: str, request: Request):
         fields = await body_fields(request)
         job = app.state.sched.get(job_id)
@@ -211,7 +229,7 @@ def create_app(settings: WebSettings) -> FastAPI:
             raise BadInput(f"job {job_id} finished its budget of {job.spec.get('budget')}: give a larger budget to continue it")
         return {"job": job_view(app.state.runner.resume(job_id, update))}
 
-    @app.post("/api/jobs/{job_id}/cancel")
+    @app.post("/api/jobs/{job_id}/cancel", max_body_size=small)
     async def cancel(job_id: str):
         return {"job": job_view(app.state.runner.cancel(job_id))}
 
@@ -226,7 +244,7 @@ def create_app(settings: WebSettings) -> FastAPI:
     def located(ref: str) -> Path:
         """A dependency: a bad reference is a 404 before any streaming starts. A job's run may not exist yet."""
         job = job_of(ref)
-        if job is not None and not (web_root / "jobs" / job.id).exists():
+        if job is not None:  # the job's own directory (made by its run; it may not hold a run yet)
             return web_root / "jobs" / job.id
         return runview.resolve_run(settings.outputs, ref)
 
@@ -293,7 +311,7 @@ def create_app(settings: WebSettings) -> FastAPI:
 
     report_locks: dict[str, asyncio.Lock] = {}
 
-    @app.post("/api/sweeps/{name}/report")
+    @app.post("/api/sweeps/{name}/report", max_body_size=small)
     async def report(name: str):
         sweeps.sweep_dir(settings.outputs, name)
         lock = report_locks.setdefault(name, asyncio.Lock())
@@ -371,7 +389,7 @@ async def save_upload(upload, dest: Path, cap: int) -> None:
             while chunk := await upload.read(1024**2):
                 written += len(chunk)
                 if written > cap:
-                    raise BadInput(f"dataroom: larger than the upload limit of {cap / 1024**2:.0f} MiB")
+                    raise TooLarge(f"dataroom: larger than the upload limit of {cap / 1024**2:.0f} MiB")
                 out.write(chunk)
     except BaseException:
         dest.unlink(missing_ok=True)

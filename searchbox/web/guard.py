@@ -39,8 +39,8 @@ class Guard:
     """Refuses requests without the token (when one is set), with a foreign Host on a loopback bind
     (DNS rebinding), or a cross-site Origin on a state-changing method; adds security headers."""
 
-    def __init__(self, app, token: Optional[str] = None, loopback: bool = True):
-        self.app, self.token, self.loopback = app, token, loopback
+    def __init__(self, app, token: Optional[str] = None, loopback: bool = True, max_body: Optional[int] = None):
+        self.app, self.token, self.loopback, self.max_body = app, token, loopback, max_body
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -54,6 +54,11 @@ class Guard:
             origin = headers.get("origin")
             if origin is not None and urlsplit(origin).netloc != host:
                 return await self._refuse(send, path, 403, "refused a cross-site request")
+            length = headers.get("content-length", "")
+            if self.max_body is not None and length.isdigit() and int(length) > self.max_body:
+                # (a body without a length is cut off by the app's own body limit)
+                return await self._refuse(send, path, 413, f"request of {int(length) / 1024**2:.1f} MiB is over the upload limit "
+                                                           f"of {self.max_body / 1024**2:.1f} MiB")
         if self.token:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             if "token" in query and scope["method"] == "GET":

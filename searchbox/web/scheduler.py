@@ -60,7 +60,11 @@ INSERT OR IGNORE INTO clock VALUES (1, 0);
 
 
 class SchedulerError(SearchboxError):
-    """An operation that does not apply to the job's state (or an unknown job)."""
+    """An operation that does not apply to the job's state."""
+
+
+class UnknownJob(SchedulerError):
+    """No job by that id."""
 
 
 @dataclass
@@ -120,7 +124,7 @@ class Scheduler:
     def get(self, job_id: str) -> Job:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
-            raise SchedulerError(f"no such job: {job_id}")
+            raise UnknownJob(f"no such job: {job_id}")
         return _job(row)
 
     def jobs(self, state: Optional[str] = None) -> list[Job]:

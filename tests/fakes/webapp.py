@@ -83,3 +83,36 @@ def sse(url: str, timeout: float = 60.0, headers: Optional[dict] = None) -> Iter
                     data.append(value)
                 elif field == "id":
                     ev_id = value
+
+
+def turn_script(turns: int, sleep: float = 0.0, answer: str = "# Answer\n\n**38.4 metres** <script>alert(1)</script>") -> list[dict]:
+    """Per turn: ls, a bash pipeline, write ANSWER.md, then a final message (each response after `sleep` seconds)."""
+    script: list[dict] = []
+    for t in range(1, turns + 1):
+        script += [{"sleep": sleep, "tool_calls": [{"name": "ls", "arguments": {"path": "dataroom"}}]},
+                   {"sleep": sleep, "tool_calls": [{"name": "bash", "arguments": {"command": "grep -ri gannet dataroom | head -n 3"}}]},
+                   {"sleep": sleep, "tool_calls": [{"name": "write", "arguments": {"path": "ANSWER.md", "content": f"{answer}\n\nturn {t}"}}]},
+                   {"sleep": sleep, "content": f"Answered in turn {t}."}]
+    return script
+
+
+def make_sweep(outputs: Path, endpoint_script_server, name: str = "demo") -> Path:
+    """A small real sweep: four runs (tools x budget) against the scripted server, collected into runs.parquet."""
+    from searchbox.collect import DONE, collect, write
+    from searchbox.config import RunConfig
+    from searchbox.run import execute
+
+    sweep = Path(outputs) / "sweeps" / name
+    for budget in (1, 2):
+        for tools in ("none", "grep_only"):
+            endpoint_script_server.script[:] = [
+                {"tool_calls": [{"name": "grep", "arguments": {"pattern": "Gannet", "path": "dataroom"}}]},
+                {"content": "38.4 metres"}] * budget
+            cfg = RunConfig(tools=tools)
+            cfg.harness.budget, cfg.harness.sandbox, cfg.harness.today = budget, "none", "2026-01-01"
+            key = f"{tools}-b{budget}"
+            meta = execute(cfg, "How tall is the Gannet Rock lighthouse?", None, sweep / "runs" / key, endpoint_script_server.url,
+                           extra_meta={"run_id": key, "question_id": "q1", "axes": {"tools": tools, "budget": budget}, "sweep": name})
+            (sweep / "runs" / key / DONE).write_text(meta["stop_reason"])
+    write(sweep, *collect([sweep]))
+    return sweep

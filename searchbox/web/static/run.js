@@ -14,7 +14,9 @@ window.sbDash = S; // for scripts and the browser test
 function makeChart(el, height, series, xLabel) {
   const opts = {
     width: Math.max(260, el.clientWidth || 320), height,
-    scales: { x: { time: false, range: (u, min, max) => [0.5, Math.max(max || 1, 1) + 0.5] } },
+    legend: { live: false },
+    scales: { x: { time: false, range: (u, min, max) => [0.5, Math.max(max || 1, 1) + 0.5] },
+              y: { range: (u, min, max) => [0, Math.max(max || 1, (u.sbYMax && u.sbYMax()) || 0) * 1.05] } },
     axes: [{ label: xLabel, values: (u, vals) => vals.map(v => Number.isInteger(v) ? v : "") }, { size: 60 }],
     series: [{ label: xLabel }, ...series.map(s => ({ label: s.label, stroke: s.color, width: 2, points: { show: true, size: 5 },
                                                      dash: s.dash || undefined }))],
@@ -23,8 +25,8 @@ function makeChart(el, height, series, xLabel) {
 }
 const tokChart = makeChart($("#tokens-chart"), 230, [
   { label: "input", color: COLORS.input }, { label: "output", color: COLORS.output }, { label: "cached", color: COLORS.cached }], "turn");
-const ctxChart = makeChart($("#ctx-chart"), 140, [
-  { label: "context", color: COLORS.output }, { label: "window", color: "#999", dash: [4, 4] }], "call");
+const ctxChart = makeChart($("#ctx-chart"), 150, [{ label: "context tokens per call", color: COLORS.output }], "call");
+ctxChart.sbYMax = () => (S.meta && S.meta.context_window) || 0; // the y axis ends at the window
 window.addEventListener("resize", () => {
   for (const [c, sel] of [[tokChart, "#tokens-chart"], [ctxChart, "#ctx-chart"]]) c.setSize({ width: Math.max(260, $(sel).clientWidth), height: c.height });
 });
@@ -193,7 +195,8 @@ function renderSummary() {
   $("#budget-text").textContent = b.text;
   const win = m.context_window || 0, last = S.ctx.length ? S.ctx[S.ctx.length - 1] : 0;
   $("#ctx-bar").style.width = `${win ? Math.min(100, 100 * last / win) : 0}%`;
-  $("#ctx-text").textContent = win ? `${fmt(last)} / ${fmt(win)} tokens at the last call (${(100 * last / win).toFixed(1)}%)` : "–";
+  $("#ctx-text").textContent = win ? `${fmt(last)} / ${fmt(win)} tokens at the last call (${(100 * last / win).toFixed(1)}%)`
+    : (last ? `${fmt(last)} tokens at the last call` : "–");
 }
 
 function renderStatus() {
@@ -217,7 +220,7 @@ function render() {
   tokChart.setData(toks);
   $("#tokens-chart").dataset.turns = toks[0].length;
   const xs = S.ctx.map((_, i) => i + 1);
-  ctxChart.setData([xs, S.ctx, xs.map(() => (S.meta && S.meta.context_window) || null)]);
+  ctxChart.setData([xs, S.ctx]);
   renderDist(); renderTime(); renderSummary(); renderStatus();
 }
 
@@ -260,7 +263,7 @@ function renderTree(tree) {
   ];
   const el = $("#files");
   el.classList.remove("muted");
-  el.replaceChildren(...build(root, ""), tree.truncated ? h("div", { class: "muted small", text: "(list truncated)" }) : null);
+  el.replaceChildren(...build(root, ""), ...(tree.truncated ? [h("div", { class: "muted small", text: "(list truncated)" })] : []));
 }
 
 async function viewFile(path) {

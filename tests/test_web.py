@@ -1,0 +1,293 @@
+"""The web app over real HTTP (uvicorn on a loopback port) with jobs run as real subprocesses against the scripted server."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+
+from searchbox import serve
+from searchbox.dataroom import builtin_dataroom
+from tests.fakes.scripted_server import ScriptedServer
+from tests.fakes.webapp import LiveApp, make_sweep, sse, turn_script
+
+
+def dataroom_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        root = builtin_dataroom()
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"room/{path.relative_to(root)}")
+    return buf.getvalue()
+
+
+def submit(app, budget=2, tools="none", question="How tall is Gannet Rock?", files=None, **fields):
+    resp = app.post("/api/jobs", data={"question": question, "budget": str(budget), "tools": tools, **fields}, files=files)
+    assert resp.status_code == 201, resp.text
+    return resp.json()["job"]
+
+
+def turns_done(app, job) -> int:
+    snap = app.get(f"/api/runs/{job['ref']}/snapshot").json()
+    assert "turns" in snap, snap
+    return len(snap["turns"])
+
+
+def wait_for(predicate, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_upload_job_streams_its_own_trace_and_finishes(tmp_path):
+    with ScriptedServer(turn_script(2)) as srv, LiveApp(tmp_path / "out", srv.url) as app:
+        job = submit(app, files={"dataroom": ("room.zip", dataroom_zip(), "application/zip")})
+        assert job["state"] in ("queued", "running") and job["ref"] == f"web/jobs/{job['id']}"
+        seen: dict[str, list] = {}
+        last_id = ""
+        for event, data, ev_id in sse(f"{app.url}/api/runs/{job['ref']}/events"):
+            seen.setdefault(event, []).append(data)
+            last_id = ev_id or last_id
+        assert "end" in seen and seen["end"][-1]["stop_reason"] == "budget_spent"
+        trace = [e for batch in seen["trace"] for e in batch]
+        calls = [c["name"] for e in trace if e.get("role") == "assistant" for c in e.get("tool_calls", [])]
+        assert calls == ["ls", "bash", "write"] * 2
+        outputs = [e for e in trace if e.get("role") == "tool"]
+        assert any("gannet" in e["content"].lower() for e in outputs if e["name"] == "bash")
+        usage = [e["usage"] for e in trace if e.get("role") == "assistant"]
+        assert all(u["prompt"] > 0 for u in usage)
+        # the streamed tables are the run's own: per-turn tokens equal its parquet and the trace's usage
+        run_dir = tmp_path / "out" / "web" / "jobs" / job["id"]
+        turns = pd.read_parquet(run_dir / "turns.parquet")
+        streamed = seen["turns"][-1]
+        assert [r["prompt_tokens"] for r in streamed] == turns["prompt_tokens"].tolist()
+        assert sum(u["prompt"] for u in usage) == turns["prompt_tokens"].sum() == srv.usage_total["prompt"]
+        bash_rows = [r for r in seen["calls"][-1] if r["tool"] == "bash"]
+        assert bash_rows and set(bash_rows[0]["programs"]) >= {"grep", "head"}
+        assert seen["meta"][-1]["status"] == "complete" and seen["job"][-1]["state"] == "done"
+        meta = json.loads((run_dir / "run_meta.json").read_text())
+        assert meta["dataroom"]["files"] == 7  # the uploaded zip, its wrapper folder stripped
+
+        # reconnecting with Last-Event-ID replays nothing twice
+        again = list(sse(f"{app.url}/api/runs/{job['ref']}/events", headers={"Last-Event-ID": last_id}))
+        assert [e for e, _, _ in again if e == "trace"] == [] and again[-1][0] == "end"
+
+        answer = app.get(f"/api/runs/{job['ref']}/answer").json()
+        assert answer["present"] and "<strong>38.4 metres</strong>" in answer["html"]
+        assert "<script>" not in answer["html"] and "&lt;script&gt;" in answer["html"]
+        tree = app.get(f"/api/runs/{job['ref']}/files").json()
+        work = [p for p, _ in tree["work"]]
+        assert "work/ANSWER.md" in work and "work/dataroom/reports/gannet-rock-survey.md" in work
+        assert "trace.jsonl" in [p for p, _ in tree["artifacts"]]
+        doc = app.get(f"/api/runs/{job['ref']}/file", params={"path": "work/dataroom/reports/gannet-rock-survey.md"}).json()
+        assert "Gannet Rock" in doc["text"] and not doc["binary"]
+        assert app.get(f"/api/runs/{job['ref']}/file", params={"path": "turns.parquet"}).json()["binary"]
+        page = app.get(f"/runs/{job['ref']}")
+        assert page.status_code == 200 and "tokens-chart" in page.text
+        assert "default-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_pause_is_sticky_and_resume_continues_the_same_run(tmp_path):
+    with ScriptedServer(turn_script(3, sleep=0.25)) as srv, LiveApp(tmp_path / "out", srv.url) as app:
+        job = submit(app, budget=3)
+        wait_for(lambda: turns_done(app, job) >= 1, what="a first turn")
+        held = app.post(f"/api/jobs/{job['id']}/pause").json()["job"]
+        assert held["state"] == "held" or held["pausing"] == "hold"
+        held = app.wait_job(job["id"], ("held",))
+        assert held["stop_reason"] == "paused"
+        run_dir = tmp_path / "out" / "web" / "jobs" / job["id"]
+        first = json.loads((run_dir / "run_meta.json").read_text())
+        assert first["stop_reason"] == "paused" and first["turns"] < 3
+        time.sleep(1.0)
+        assert app.get(f"/api/jobs/{job['id']}").json()["job"]["state"] == "held"  # idle, yet never backfilled
+        assert app.post(f"/api/jobs/{job['id']}/pause").status_code == 200  # pausing a held job is a no-op
+        app.post(f"/api/jobs/{job['id']}/resume", json={"budget": 3})
+        done = app.wait_job(job["id"], ("done",))
+        assert done["launches"] == 2
+        meta = json.loads((run_dir / "run_meta.json").read_text())
+        assert meta["run_id"] == first["run_id"] and meta["turns"] == 3 and meta["resumes"] == 1
+        turns = pd.read_parquet(run_dir / "turns.parquet")
+        assert turns["turn"].tolist() == [1, 2, 3]
+        assert turns["prompt_tokens"].sum() == meta["tokens"]["prompt"] == srv.usage_total["prompt"]
+        kinds = [json.loads(line)["type"] for line in (run_dir / "trace.jsonl").read_text().splitlines()]
+        assert "resume" in kinds and kinds.count("stop") == 2
+        finished = app.post(f"/api/jobs/{job['id']}/resume", json={})
+        assert finished.status_code == 400 and "larger budget" in finished.json()["error"]
+
+
+def test_new_job_preempts_and_the_preempted_one_resumes(tmp_path):
+    with ScriptedServer(turn_script(4, sleep=0.2)) as srv, LiveApp(tmp_path / "out", srv.url) as app:
+        a = submit(app, budget=2, question="first question")
+        wait_for(lambda: turns_done(app, a) >= 1, what="a's first turn")
+        b = submit(app, budget=1, question="second question")
+        paused = app.wait_job(a["id"], ("paused",))
+        assert paused["preempted"] and paused["stop_reason"] == "paused"
+        app.wait_job(b["id"], ("done",))
+        a_done = app.wait_job(a["id"], ("done",))
+        assert a_done["launches"] == 2
+        b_meta = json.loads((tmp_path / "out" / "web" / "jobs" / b["id"] / "run_meta.json").read_text())
+        a_meta = json.loads((tmp_path / "out" / "web" / "jobs" / a["id"] / "run_meta.json").read_text())
+        assert a_meta["turns"] == 2 and a_meta["resumes"] == 1 and b_meta["turns"] == 1
+        assert b_meta["finished_at"] < a_meta["finished_at"]
+
+
+def test_restart_returns_a_running_job_to_the_pool(tmp_path):
+    with ScriptedServer(turn_script(3, sleep=0.25)) as srv:
+        with LiveApp(tmp_path / "out", srv.url) as app:
+            job = submit(app, budget=3)
+            wait_for(lambda: turns_done(app, job) >= 1, what="a first turn")
+        # the server stopped: the job was paused, not lost
+        with LiveApp(tmp_path / "out", srv.url) as app:
+            done = app.wait_job(job["id"], ("done",))
+            assert done["launches"] == 2
+            meta = app.get(f"/api/runs/{job['ref']}/snapshot").json()["meta"]
+            assert meta["turns"] == 3 and meta["resumes"] == 1
+
+
+def hostile_zips(tmp_path) -> dict[str, bytes]:
+    def make(entries, symlink=None):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            for name, data in entries:
+                zf.writestr(name, data)
+            if symlink:
+                info = zipfile.ZipInfo(symlink)
+                info.external_attr = (stat.S_IFLNK | 0o777) << 16
+                zf.writestr(info, "/etc/passwd")
+        return buf.getvalue()
+
+    return {"traversal": make([("ok.txt", "x"), ("../evil.txt", "x")]), "absolute": make([("/etc/evil.txt", "x")]),
+            "symlink": make([("ok.txt", "x")], symlink="link"), "not a zip": b"just some text, not an archive"}
+
+
+@pytest.mark.parametrize("kind,reason", [("traversal", "traversal"), ("absolute", "absolute"), ("symlink", "link"), ("not a zip", "zip")])
+def test_hostile_uploads_are_refused(tmp_path, kind, reason):
+    with LiveApp(tmp_path / "out", "http://127.0.0.1:9") as app:
+        resp = app.post("/api/jobs", data={"question": "q", "budget": "1"}, files={"dataroom": ("evil.zip", hostile_zips(tmp_path)[kind])})
+        assert resp.status_code == 400, resp.text
+        err = resp.json()["error"]
+        assert reason in err.lower() and "evil.zip" in err and "Traceback" not in err
+        assert str(tmp_path) not in err  # no server paths in the message
+        assert app.get("/api/jobs").json()["jobs"] == []
+        assert list((tmp_path / "out" / "web" / "uploads").iterdir()) == []
+
+
+def test_bad_input_gets_a_reason_not_a_traceback(tmp_path):
+    with LiveApp(tmp_path / "out", "http://127.0.0.1:9", max_upload_bytes=20_000) as app:
+        cases = [({"budget": "2"}, "question: required"), ({"question": "q", "budget": "abc"}, "budget: a whole number"),
+                 ({"question": "q", "budget": "0"}, "budget: between 1"), ({"question": "q", "tools": "hammer"}, "unknown tool 'hammer'"),
+                 ({"question": "q", "endpoint": "file:///etc/passwd"}, "endpoint: an http(s) URL"),
+                 ({"question": "q", "budget_unit": "days"}, "budget_unit")]
+        for data, reason in cases:
+            resp = app.post("/api/jobs", data=data)
+            assert resp.status_code == 400 and reason in resp.json()["error"], (data, resp.text)
+        big = app.post("/api/jobs", data={"question": "q"}, files={"dataroom": ("big.zip", os.urandom(100_000))})
+        assert big.status_code == 413 and "upload limit of" in big.json()["error"]
+        huge = app.post("/api/jobs", data={"question": "q"}, files={"dataroom": ("huge.zip", os.urandom(1_200_000))})
+        assert huge.status_code == 413 and "over the upload limit" in huge.json()["error"]
+        assert app.post("/api/jobs/nope/pause").status_code == 404
+        assert app.post("/api/jobs", content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
+        html = app.get("/runs/no/such/run")
+        assert html.status_code == 404 and "text/html" in html.headers["content-type"] and "no such run" in html.text
+        assert app.get("/sweeps/nope").status_code == 404
+        assert app.get("/api/jobs").json()["jobs"] == []
+
+
+def test_paths_cannot_leave_the_run_or_follow_links(tmp_path):
+    out = tmp_path / "out"
+    run = out / "runs" / "x"
+    (run / "work" / "sub").mkdir(parents=True)
+    (run / "run_meta.json").write_text('{"status": "complete", "stop_reason": "budget_spent"}')
+    (run / "trace.jsonl").write_text("")
+    (run / "work" / "ANSWER.md").write_text("fine")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    os.symlink(secret, run / "work" / "link.txt")  # what a model could make with bash
+    os.symlink(tmp_path, run / "work" / "linkdir")
+    os.mkfifo(run / "work" / "fifo")
+    os.symlink(run, out / "runs" / "alias")  # a linked run directory is not followed either
+    with LiveApp(out, "http://127.0.0.1:9") as app:
+        ok = app.get("/api/runs/runs/x/file", params={"path": "work/ANSWER.md"})
+        assert ok.status_code == 200 and ok.json()["text"] == "fine"
+        for path in ("../../secret.txt", "/etc/passwd", "work/link.txt", "work/linkdir/secret.txt", "work/fifo", "work/../../../secret.txt"):
+            resp = app.get("/api/runs/runs/x/file", params={"path": path})
+            assert resp.status_code == 404 and "TOP SECRET" not in resp.text, path
+        listed = [p for p, _ in app.get("/api/runs/runs/x/files").json()["work"]]
+        assert listed == ["work/ANSWER.md"]
+        for ref in ("runs/x/work", "runs/alias", "runs/x/work/linkdir", "runs/%2e%2e/runs/x", "..", "/etc"):
+            assert app.get(f"/api/runs/{ref}/files").status_code == 404, ref
+            assert app.get(f"/api/runs/{ref}/answer").status_code == 404, ref
+        with httpx.stream("GET", f"{app.url}/api/runs/runs/alias/events") as resp:
+            assert resp.status_code == 404
+
+
+def test_token_and_origin_guards(tmp_path):
+    with LiveApp(tmp_path / "out", "http://127.0.0.1:9", token="s3cret", loopback=False) as app:
+        assert app.get("/api/jobs").status_code == 401
+        assert app.get("/").status_code == 401
+        assert app.get("/api/jobs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert app.get("/api/jobs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        login = app.get("/?token=s3cret")
+        assert login.status_code == 303 and "searchbox_token=s3cret" in login.headers["set-cookie"]
+        assert app.get("/api/jobs", cookies={"searchbox_token": "s3cret"}).status_code == 200
+        assert app.get("/?token=nope").status_code == 401
+    with LiveApp(tmp_path / "out2", "http://127.0.0.1:9") as app:
+        assert app.get("/api/jobs", headers={"Host": "evil.example:8000"}).status_code == 400  # DNS rebinding
+        resp = app.post("/api/jobs", data={"question": "q"}, headers={"Origin": "http://evil.example"})
+        assert resp.status_code == 403 and app.get("/api/jobs").json()["jobs"] == []
+
+
+def test_serve_refuses_a_public_bind_without_token(capsys):
+    assert serve.main(["--host", "0.0.0.0", "--endpoint", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("searchbox: --host 0.0.0.0 is reachable from other machines: set --token")
+    assert serve.is_loopback("127.0.0.1") and serve.is_loopback("::1") and not serve.is_loopback("0.0.0.0")
+
+
+def test_serve_refuses_a_busy_port(capsys):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert serve.main(["--port", str(port), "--endpoint", "http://127.0.0.1:9", "--slots", "1"]) == 2
+    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_sweeps_list_table_and_report(tmp_path):
+    out = tmp_path / "out"
+    with ScriptedServer([]) as srv:
+        make_sweep(out, srv)
+    with LiveApp(out, "http://127.0.0.1:9") as app:
+        sweeps = app.get("/api/sweeps").json()["sweeps"]
+        assert [(s["name"], s["runs"], s["done"], s["table"]) for s in sweeps] == [("demo", 4, 4, True)]
+        detail = app.get("/api/sweeps/demo").json()
+        assert detail["axes"] == ["tools", "budget"] and detail["total_rows"] == 4
+        assert {r["tools"] for r in detail["rows"]} == {"none", "grep_only"} and detail["shown"][:3] == ["run_id", "tools", "budget"]
+        ref = next(r["_ref"] for r in detail["rows"] if r["run_id"] == "grep_only-b2")
+        events = dict((e, d) for e, d, _ in sse(f"{app.url}/api/runs/{ref}/events"))  # a sweep's run replays in the dashboard
+        assert events["end"]["stop_reason"] == "budget_spent" and len(events["turns"]) == 2
+        assert app.get("/sweeps/demo/figures/tool_choice.png").status_code == 404  # not rendered yet
+        report = app.post("/api/sweeps/demo/report")
+        assert report.status_code == 200, report.text
+        assert {"tool_choice.png", "tokens_per_turn.svg"} <= set(report.json()["figures"])
+        fig = app.get("/sweeps/demo/figures/tool_choice.png")
+        assert fig.status_code == 200 and fig.headers["content-type"] == "image/png" and fig.content[:4] == b"\x89PNG"
+        assert "<img" in app.get("/api/sweeps/demo").json()["summary_html"]
+        for bad in ("../demo/runs.parquet", "summary.md", "..%2f..%2fsecret.png"):
+            assert app.get(f"/sweeps/demo/figures/{bad}").status_code == 404
+        assert app.get("/api/sweeps/..").status_code == 404
