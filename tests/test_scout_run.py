@@ -145,3 +145,15 @@ def test_keyword_policy_needs_no_server(tmp_path, repo):
     result = run_scout(ScoutConfig(policy="keyword"), "Where are two numbers multiplied?", repo, tmp_path / "kw")
     assert result.status == "completed" and result.tokens["total"] == 0
     assert (result.references[0].start_line, result.references[0].end_line) == (9, 12)
+
+
+def test_long_reads_are_compacted_to_fit_the_context(tmp_path, repo):
+    (repo / "long.py").write_text("".join(f"value_{n} = '{'x' * 50}'\n" for n in range(1, 400)))
+    reads = [{"tool_calls": [call("read", path="long.py", start=a, end=a + 119)]} for a in (1, 121, 241)]
+    script = reads + [{"tool_calls": [call("finish", path="long.py", start=250, end=260)]}]
+    with ScriptedServer(script, n_ctx=4000) as srv:  # the fake refuses any prompt over 4000 tokens, as llama-server would
+        result = run_scout(cfg(budget=4, context_window=4000), "q", repo, tmp_path / "run", srv.url)
+        last = srv.requests[-1]["messages"]
+    assert result.status == "completed" and result.references[0].start_line == 250
+    assert any(m["role"] == "tool" and m["content"].startswith("[removed to save context") for m in last)
+    assert json.loads((tmp_path / "run" / "run_meta.json").read_text())["compactions"] >= 1
