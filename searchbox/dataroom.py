@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import stat
+import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from importlib import resources
@@ -53,14 +54,12 @@ def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLim
     if not src.exists():
         raise DataroomError(f"dataroom not found: {src}")
     ws = Workspace(run_dir=Path(run_dir), source=str(src))
+    # A reused run dir holds what the model made: remove it without following any link it planted.
+    _remove_unfollowed(ws.work, keep_dir=True)
     ws.work.mkdir(parents=True, exist_ok=True)
-    if ws.dataroom.exists():
-        make_writable(ws.dataroom)
-        shutil.rmtree(ws.dataroom)
+    _remove_unfollowed(ws.dataroom)
     partial = ws.work / ".dataroom.partial"
-    if partial.exists():
-        make_writable(partial)
-        shutil.rmtree(partial)
+    _remove_unfollowed(partial)
     partial.mkdir()
     try:
         if src.is_dir():
@@ -70,8 +69,7 @@ def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLim
         else:
             raise DataroomError(f"{src}: not a zip archive or a folder")
     except BaseException:
-        make_writable(partial)
-        shutil.rmtree(partial, ignore_errors=True)
+        _remove_unfollowed(partial)
         raise
     os.replace(partial, ws.dataroom)
     _make_read_only(ws.dataroom)
@@ -93,13 +91,20 @@ def dataroom_hash(source: Path | str | None) -> str:
             digest.update(str(path.relative_to(src)).encode("utf-8", "surrogateescape"))
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     else:
-        try:
-            with zipfile.ZipFile(src) as zf:
-                for info in sorted(zf.infolist(), key=lambda i: i.filename):
-                    digest.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\n".encode("utf-8", "surrogateescape"))
-        except (OSError, zipfile.BadZipFile) as exc:
-            raise DataroomError(f"{src}: unreadable zip ({exc})") from exc
+        with _open_zip(src) as zf:
+            for info in sorted(zf.infolist(), key=lambda i: i.filename):
+                digest.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _open_zip(src: Path) -> zipfile.ZipFile:
+    """The archive, or a one-line DataroomError for anything its directory cannot be read for (names included)."""
+    try:
+        return zipfile.ZipFile(src)
+    except UnicodeDecodeError as exc:  # the UTF-8 flag set on a name that is not UTF-8
+        raise DataroomError(f"{src}: broken zip (an entry name is not valid UTF-8: {exc.object[:60]!r})") from exc
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
+        raise DataroomError(f"{src}: broken zip ({exc})") from exc
 
 
 def _entry_parts(name: str) -> tuple[str, ...]:
@@ -116,14 +121,10 @@ def _entry_parts(name: str) -> tuple[str, ...]:
 
 
 def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
-    try:
-        zf = zipfile.ZipFile(src)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise DataroomError(f"{src}: broken zip ({exc})") from exc
-    with zf:
+    with _open_zip(src) as zf:
         infos = zf.infolist()
         files: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
-        declared = 0
+        declared = packed = 0
         for info in infos:
             parts = _entry_parts(info.filename)
             # Unix mode bits live in the high word; only their file-type part matters here.
@@ -139,12 +140,18 @@ def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[st
             if info.file_size > RATIO_MIN_BYTES and info.file_size / max(info.compress_size, 1) > limits.max_ratio:
                 raise DataroomError(f"refused entry {info.filename!r}: compression ratio above {limits.max_ratio:g} (zip bomb?)")
             declared += info.file_size
+            packed += info.compress_size
             files.append((info, parts))
         if len(files) > limits.max_files:
             raise DataroomError(f"refused {src.name}: {len(files)} files exceeds max_files={limits.max_files}")
         if declared > limits.max_bytes:
             raise DataroomError(f"refused {src.name}: {declared} bytes exceeds max_bytes={limits.max_bytes}")
+        # Many small entries each under RATIO_MIN_BYTES add up: judge the archive as a whole too.
+        if declared > RATIO_MIN_BYTES and declared / max(packed, 1) > limits.max_ratio:
+            raise DataroomError(f"refused {src.name}: {declared} bytes from {packed} compressed, "
+                                f"total compression ratio above {limits.max_ratio:g} (zip bomb?)")
         strip = _wrapper_prefix([p for _, p in files])
+        _refuse_collisions([(info.filename, parts[strip:]) for info, parts in files])
         entries = []
         written = 0
         for info, parts in files:
@@ -169,6 +176,24 @@ def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[st
                 raise DataroomError(f"refused entry {info.filename!r}: cannot extract ({exc})") from exc
             entries.append(("/".join(rel_parts), size, digest.hexdigest()))
         return entries
+
+
+def _refuse_collisions(named: list[tuple[str, tuple[str, ...]]]) -> None:
+    """Refuse two entries that land on one path (after `./`, wrapper, case and Unicode normalisation),
+    and a file entry that is also another entry's folder."""
+    def key(parts: tuple[str, ...]) -> str:
+        return unicodedata.normalize("NFC", "/".join(parts)).casefold()
+
+    files = {}
+    for name, parts in named:
+        k = key(parts)
+        if k in files:
+            raise DataroomError(f"refused entry {name!r}: duplicate of entry {files[k]!r} (same path once extracted)")
+        files[k] = name
+    for name, parts in named:
+        for i in range(1, len(parts)):
+            if key(parts[:i]) in files:
+                raise DataroomError(f"refused entry {name!r}: its folder is also the file entry {files[key(parts[:i])]!r}")
 
 
 def _wrapper_prefix(all_parts: list[tuple[str, ...]]) -> int:
@@ -201,20 +226,57 @@ def _copy_folder(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[st
     return entries
 
 
+def _set_modes(root: Path, dir_mode: int, file_mode: int) -> None:
+    """chmod a tree without following links: links are skipped, never used as a way in (lstat, no followlinks)."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        if stat.S_ISREG(st.st_mode):
+            os.chmod(root, file_mode)
+        return
+    os.chmod(root, dir_mode | stat.S_IWUSR | stat.S_IXUSR)  # so the walk can enter it; set for real below
+    for dirpath, dirs, names in os.walk(root, followlinks=False):
+        for name in [*dirs, *names]:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                os.chmod(path, dir_mode | stat.S_IRUSR | stat.S_IWUSR | stat.S_IXUSR)
+            elif stat.S_ISREG(mode):
+                os.chmod(path, file_mode)
+    if dir_mode != 0o755:  # read-only: directories last, or the walk above could not have entered them
+        for dirpath, dirs, _ in os.walk(root, topdown=False, followlinks=False):
+            for name in dirs:
+                path = os.path.join(dirpath, name)
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    os.chmod(path, dir_mode)
+    os.chmod(root, dir_mode)
+
+
 def _make_read_only(root: Path) -> None:
-    for path in sorted(root.rglob("*"), reverse=True):
-        path.chmod(0o555 if path.is_dir() else 0o444)
-    root.chmod(0o555)
+    _set_modes(root, 0o555, 0o444)
 
 
 def make_writable(root: Path) -> None:
-    """Undo the read-only bits so a run directory can be deleted."""
-    if not root.exists():
+    """Undo the read-only bits so a run directory can be deleted; links (the model's too) are never followed."""
+    _set_modes(Path(root), 0o755, 0o644)
+
+
+def _remove_unfollowed(path: Path, keep_dir: bool = False) -> None:
+    """Delete what is at path without following links: a link (or file) is unlinked, a folder emptied and removed.
+
+    keep_dir: leave a real directory alone (only a link or non-directory in its place is removed).
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
         return
-    root.chmod(0o755)
-    for path in root.rglob("*"):
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+    elif not keep_dir:
+        make_writable(path)
+        shutil.rmtree(path)  # rmtree unlinks links inside, never descends through them
 
 
 def list_files(root: Path) -> list[str]:

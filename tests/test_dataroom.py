@@ -140,3 +140,91 @@ def test_empty_zip_and_non_archive(tmp_path):
     pdf.write_bytes(b"%PDF-1.4 not a zip")
     with pytest.raises(DataroomError, match="not a zip archive or a folder"):
         open_workspace(tmp_path / "r2", pdf)
+
+
+@pytest.mark.parametrize("names", [
+    ["a.txt", "a.txt"],                               # the same name twice (the second would silently win)
+    ["a.txt", "./a.txt"],                             # ./ prefix
+    ["docs/a.txt", "docs//a.txt"],                    # doubled slash
+    ["README.md", "readme.md"],                       # case variants (one file on case-insensitive disks)
+    ["caf\u00e9.md", "cafe\u0301.md"],                # NFC and NFD spellings of one name
+    ["top/a.txt", "top/./a.txt", "top/b.txt"],        # equal after the wrapper folder is stripped
+    ["x/a.txt", "x\\a.txt"],                          # a Windows separator
+])
+def test_entries_landing_on_one_path_are_refused(tmp_path, names):
+    archive = _zip(tmp_path / "dup.zip", [(n, f"v{i}".encode(), None) for i, n in enumerate(names)])
+    with pytest.raises(DataroomError, match="duplicate") as err:
+        open_workspace(tmp_path / "run", archive)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "run" / "work" / "dataroom").exists()
+
+
+def test_many_small_entries_are_judged_as_a_whole(tmp_path):
+    """300 entries of 1 MiB zeros: each under the per-entry threshold, 300 MiB in all from ~300 KB."""
+    archive = _zip(tmp_path / "bombs.zip", [(f"z{i:03d}.bin", b"\0" * (1 << 20), None) for i in range(300)])
+    assert archive.stat().st_size < 1 << 20
+    with pytest.raises(DataroomError, match="total compression ratio"):
+        open_workspace(tmp_path / "run", archive)
+    assert not (tmp_path / "run" / "work" / ".dataroom.partial").exists()
+    assert not (tmp_path / "run" / "work" / "dataroom").exists()
+
+
+def _utf8_flag_with_bad_bytes(path):
+    """A zip whose entry name has the UTF-8 flag set but bytes that are not UTF-8."""
+    _zip(path, [("abc.txt", b"x", None)])
+    data = bytearray(path.read_bytes())
+    data = data.replace(b"abc.txt", b"\xff\xfe\xfd.txt")
+    data[6:8] = (0x800).to_bytes(2, "little")  # local header flags
+    central = data.find(b"PK\x01\x02")
+    data[central + 8 : central + 10] = (0x800).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_invalid_utf8_name_is_a_one_line_refusal(tmp_path):
+    archive = _utf8_flag_with_bad_bytes(tmp_path / "bad.zip")
+    for call in (lambda: open_workspace(tmp_path / "run", archive), lambda: dataroom_hash(archive)):
+        with pytest.raises(DataroomError, match="not valid UTF-8") as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def _host_dir(tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text("keep me")
+    os.chmod(host / "secret.txt", 0o600)
+    os.chmod(host, 0o700)
+    return host
+
+
+@pytest.mark.parametrize("where", ["work/.dataroom.partial", "work/dataroom", "work"])
+def test_reusing_a_run_dir_never_follows_the_models_links(tmp_path, where):
+    host = _host_dir(tmp_path)
+    run = tmp_path / "run"
+    open_workspace(run, None)
+    target = run / where
+    make_writable(target if target.is_dir() else target.parent)
+    if target.is_dir():
+        import shutil
+
+        shutil.rmtree(target)
+    target.symlink_to(host, target_is_directory=True)
+    ws = open_workspace(run, None)
+    assert "reports/lighthouses.csv" in ws.files and not ws.dataroom.is_symlink() and not ws.work.is_symlink()
+    assert stat.S_IMODE(host.stat().st_mode) == 0o700 and stat.S_IMODE((host / "secret.txt").stat().st_mode) == 0o600
+    assert (host / "secret.txt").read_text() == "keep me" and sorted(p.name for p in host.iterdir()) == ["secret.txt"]
+
+
+def test_make_writable_and_removal_skip_links_inside(tmp_path):
+    host = _host_dir(tmp_path)
+    run = tmp_path / "run"
+    ws = open_workspace(run, None)
+    make_writable(ws.dataroom)
+    (ws.dataroom / "people" / "out").symlink_to(host, target_is_directory=True)
+    (ws.dataroom / "file-link").symlink_to(host / "secret.txt")
+    os.mkfifo(ws.work / ".dataroom.partial")
+    ws = open_workspace(run, None)
+    assert stat.S_IMODE(host.stat().st_mode) == 0o700 and stat.S_IMODE((host / "secret.txt").stat().st_mode) == 0o600
+    assert (host / "secret.txt").read_text() == "keep me"
+    assert not (ws.dataroom / "file-link").exists()
