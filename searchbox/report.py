@@ -1,50 +1,89 @@
-"""`python -m searchbox.report SWEEP_DIR... --out results/NAME`: figures (PNG + SVG) and a markdown summary."""
+"""`python -m searchbox.report SWEEP_DIR... --out results/NAME`: figures (PNG + SVG) and a markdown summary.
+
+Every table splits by every condition (each varying design column); CIs resample questions;
+paired comparisons hold every other condition fixed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from .analysis import FIGURES, Frames, accuracy_table, load, save, search_style_table, time_split, tool_usage
+from .analysis import FIGURES, Frames, accuracy_table, comparisons, load, save, search_style_table, time_split, tool_usage
+from .errors import SearchboxError
+
+GRADER_CHOICES = ("contains", "exact_match", "f1", "judge")
+
+
+def _fmt(value, floatfmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return floatfmt.format(value)
+    return str(value).replace("|", "\\|")
 
 
 def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
-    if df.empty:
+    if df is None or df.empty:
         return "_no data_"
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
-    for _, row in df.iterrows():
-        cells = [floatfmt.format(v) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v, floatfmt) for v in row) + " |")
     return "\n".join(lines)
 
 
+def _per_condition(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
+    """Runs, questions, answers, malformed replies and stop reasons of each condition."""
+    rows = []
+    for key, g in (runs.groupby(conds, dropna=False, sort=True) if conds else [((), runs)]):
+        key = key if isinstance(key, tuple) else (key,)
+        stops = g["stop_reason"].value_counts() if "stop_reason" in g else pd.Series(dtype=int)
+        rows.append({**dict(zip(conds, key)), "runs": len(g), "questions": g["question_id"].nunique() if "question_id" in g else None,
+                     "answered": int(g["answer_present"].fillna(False).astype(bool).sum()) if "answer_present" in g else None,
+                     "malformed_replies": int(g["malformed_replies"].fillna(0).sum()) if "malformed_replies" in g else None,
+                     "stop_reasons": ", ".join(f"{k} {v}" for k, v in stops.items())})
+    return pd.DataFrame(rows)
+
+
 def summary(frames: Frames, grader: str, label: str) -> str:
-    runs = frames.runs
+    runs, conds = frames.runs, frames.conditions
     parts = [f"# searchbox report: {label}", ""]
     if runs.empty:
-        return "\n".join(parts + ["No finished runs found."])
-    models = ", ".join(sorted(map(str, runs["model"].dropna().unique()))) if "model" in runs else "?"
-    parts += [f"{len(runs)} runs, {runs['question_id'].nunique() if 'question_id' in runs else '?'} questions; model(s): {models}.", ""]
-    parts += [f"## Accuracy ({grader}) per grid point, bootstrap 95% CI", "", _md(accuracy_table(runs, grader, ("tools", "budget"))), ""]
-    for other in ("exact_match", "f1", "judge", "retrieval_hit"):
+        return "\n".join(parts + ["No finished runs found."]) + "\n"
+    models = sorted(map(str, runs["model"].dropna().unique())) if "model" in runs else []
+    served = sorted(map(str, runs["served_model_id"].dropna().unique())) if "served_model_id" in runs else []
+    versions = sorted(map(str, runs["grader_version"].dropna().unique())) if "grader_version" in runs else []
+    parts += [f"{len(runs)} runs, {runs['question_id'].nunique() if 'question_id' in runs else '?'} questions; "
+              f"model(s): {', '.join(models) or '?'}" + (f" (served as {', '.join(served)})" if served else "") + ".",
+              f"Conditions (every design column that varies): {', '.join(conds) if conds else 'one condition'}.",
+              f"Grader version(s): {', '.join(versions) or 'unknown'}. Means weigh each question equally; 95% CIs resample questions.", ""]
+    parts += ["## Runs per condition", "", _md(_per_condition(runs, conds)), ""]
+    parts += [f"## Accuracy ({grader}) per condition", "", _md(accuracy_table(runs, grader, design=frames.design)), ""]
+    for other in ("exact_match", "f1", "judge"):
         if other != grader and other in runs and runs[other].notna().any():
-            parts += [f"### {other}", "", _md(accuracy_table(runs, other, ("tools", "budget"))), ""]
-    tok_cols = [c for c in ("tokens_prompt", "tokens_cached", "tokens_completion", "tokens_total", "turns", "tool_calls") if c in runs]
-    keys = [k for k in ("tools", "budget") if k in runs]
-    if tok_cols and keys:
-        parts += ["## Tokens and calls per run (mean)", "", _md(runs.groupby(keys)[tok_cols].mean().reset_index(), "{:.1f}"), ""]
-    usage = tool_usage(frames.calls, "tools" if "tools" in frames.calls.columns else "run_id")
-    if not usage.empty:
-        parts += ["## Tool use per tier", "", _md(usage, "{:.3f}"), ""]
-    if {"elapsed_s", "llm_s", "tool_s"} <= set(runs.columns):
-        parts += ["## Wall time per run (mean seconds)", "", _md(time_split(runs, "tools" if "tools" in runs else "model"), "{:.2f}"), ""]
+            parts += [f"### {other}", "", _md(accuracy_table(runs, other, design=frames.design)), ""]
+    if "evidence_recall" in runs and runs["evidence_recall"].notna().any():
+        parts += ["## Evidence recall per condition", "",
+                  "Share of each question's gold files whose content reached the agent in a tool output.", "",
+                  _md(accuracy_table(runs, "evidence_recall", design=frames.design)), ""]
+    pairs = comparisons(runs, grader, frames.design)
+    parts += [f"## Paired comparisons ({grader}, same questions)", "",
+              "a minus b per question, averaged; CI from resampling questions; McNemar's exact test on binary grades "
+              "(a_only: a right and b wrong).", "", _md(pairs), ""]
+    tok_cols = [c for c in ("tokens_prompt", "tokens_cached", "tokens_completion", "tokens_total", "turns", "tool_calls",
+                            "malformed_replies") if c in runs]
+    if tok_cols:
+        means = runs.groupby(conds, dropna=False)[tok_cols].mean().reset_index() if conds else runs[tok_cols].mean().to_frame().T
+        parts += ["## Tokens, tool calls and malformed replies per run (mean)", "", _md(means, "{:.1f}"), ""]
+    usage = tool_usage(frames.calls, conds)
+    parts += ["## Tool use per condition", "", _md(usage, "{:.3f}") if not usage.empty else "_no tool calls_", ""]
+    parts += ["## Wall time per run (mean seconds)", "", _md(time_split(runs, conds), "{:.2f}"), ""]
     parts += ["## Grep vs dense per question type", "", _md(search_style_table(frames, grader)), ""]
-    if "stop_reason" in runs:
-        parts += ["## Stop reasons", "", _md(runs.groupby(["stop_reason"]).size().rename("runs").reset_index()), ""]
     parts += ["## Figures", ""] + [f"![{name}]({name}.png)" for name in FIGURES]
     return "\n".join(parts) + "\n"
 
@@ -63,14 +102,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.report", description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep directories (with runs.parquet, or run dirs to collect)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grader", default="contains", choices=["contains", "exact_match", "f1", "judge", "retrieval_hit"])
+    parser.add_argument("--grader", default="contains", choices=GRADER_CHOICES)
     parser.add_argument("--label", default=None)
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.exists()]
     if missing:
         print(f"searchbox: no such sweep directory: {missing[0]}", file=sys.stderr)
         return 2
-    written = build(args.dirs, args.out, args.grader, args.label)
+    try:
+        written = build(args.dirs, args.out, args.grader, args.label)
+    except SearchboxError as exc:
+        print(f"searchbox: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

@@ -1,15 +1,31 @@
-"""Tidy frames from sweep parquet (runs, turns, tool calls) and the statistics the figures share."""
+"""Tidy frames from sweep parquet (runs, turns, tool calls), the conditions of a design, and the tables figures share.
+
+A *condition* is one combination of every design column that varies across the loaded runs
+(axes, config keys, dataroom, served model); tables and figures never pool two conditions.
+Seeds are replicates, not conditions, and operational fields (config.OPERATIONAL_FIELDS) do not
+change what a run computes, so neither splits a condition.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
 import numpy as np
 import pandas as pd
 
-GRADERS = ("contains", "exact_match", "f1", "judge", "retrieval_hit")
+from ..config import OPERATIONAL_FIELDS
+from .stats import cluster_bootstrap
+
+GRADERS = ("contains", "exact_match", "f1", "judge", "evidence_recall")
+MALFORMED = "(malformed)"  # schema-1 tool_calls rows that were malformed replies, not calls
+# Axis names of tables written before the design was recorded in their metadata.
+KNOWN_AXES = ("model", "tools", "budget", "budget_unit", "token_metric", "force_budget", "retriever", "backend", "dataroom",
+              "questions", "noise", "delivery", "experiment")
+IDENTITY = ("served_model_id", "served_gguf_sha256", "served_policy", "dataroom_identity", "dataroom_sha256")
+REPLICATES = frozenset({"seed", "model.seed", "noise.seed", "distractors.seed"})
+LABEL_FIRST = ("tools", "budget", "model", "retriever", "force_budget")  # preferred order of condition columns
 
 
 @dataclass
@@ -17,111 +33,231 @@ class Frames:
     runs: pd.DataFrame
     turns: pd.DataFrame
     calls: pd.DataFrame
+    design: list[str] = field(default_factory=list)  # design column names ([]: guess from the column names)
+
+    @property
+    def conditions(self) -> list[str]:
+        return conditions(self.runs, self.design)
 
 
+def _design_candidates(runs: pd.DataFrame, design: Optional[Iterable[str]]) -> list[str]:
+    named = list(design or [])
+    guessed = [c for c in KNOWN_AXES if c in runs.columns] + [c for c in runs.columns if "." in str(c)]
+    return [c for c in dict.fromkeys([*named, *guessed, *IDENTITY]) if c in runs.columns]
+
+
+def _key(s: pd.Series) -> pd.Series:
+    return s.astype(str)
+
+
+def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> list[str]:
+    """The design columns that vary across these runs, one per distinct split (a column that splits
+    the runs exactly as an earlier one does, such as served_model_id beside model, is left out)."""
+    if runs.empty:
+        return []
+    cands = [c for c in _design_candidates(runs, design) if c not in REPLICATES and c not in OPERATIONAL_FIELDS]
+    varying = [c for c in cands if _key(runs[c]).nunique() > 1]
+    rank = {c: i for i, c in enumerate(LABEL_FIRST)}
+    varying.sort(key=lambda c: (rank.get(c, len(rank)), "." in c, c in IDENTITY))
+    kept: list[str] = []
+    for col in varying:
+        if not any(_same_split(runs, col, k) for k in kept):
+            kept.append(col)
+    return kept
+
+
+def _same_split(runs: pd.DataFrame, a: str, b: str) -> bool:
+    ka, kb = _key(runs[a]), _key(runs[b])
+    return bool((kb.groupby(ka).nunique() == 1).all() and (ka.groupby(kb).nunique() == 1).all())
+
+
+def label(values: dict, sep: str = ", ") -> str:
+    return sep.join(f"{k}={v}" for k, v in values.items()) or "all runs"
+
+
+def cells(df: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """(condition values, rows) for each combination of keys present in df, in sorted order."""
+    keys = [k for k in keys if k in df.columns]
+    if not keys:
+        return [({}, df)]
+    out = []
+    for key, group in df.groupby(keys, dropna=False, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        out.append((dict(zip(keys, key)), group))
+    return out
+
+
+# ---- loading ----------------------------------------------------------------------------------
 def load(dirs: Iterable[Path | str]) -> Frames:
-    """Read runs/turns/tool_calls parquet from each sweep dir (collecting run dirs when the tables are absent)."""
-    from ..collect import collect
+    """Read runs/turns/tool_calls from each sweep dir (collecting run dirs when the tables are absent); each run once."""
+    from ..collect import collect, read_design
 
     parts: dict[str, list[pd.DataFrame]] = {"runs": [], "turns": [], "tool_calls": []}
-    for d in map(Path, dirs):
+    design: list[str] = []
+    for source, d in enumerate(map(Path, dirs)):
         if (d / "runs.parquet").exists():
-            for name in parts:
-                if (d / f"{name}.parquet").exists():
-                    parts[name].append(pd.read_parquet(d / f"{name}.parquet"))
+            tables = {name: pd.read_parquet(d / f"{name}.parquet") if (d / f"{name}.parquet").exists() else pd.DataFrame()
+                      for name in parts}
+            design += read_design(d / "runs.parquet")
         else:
             runs, turns, calls = collect([d])
-            parts["runs"].append(runs)
-            parts["turns"].append(turns)
-            parts["tool_calls"].append(calls)
-    cat = lambda frames: pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    runs = cat(parts["runs"])
-    if not runs.empty and "run_id" in runs:
-        runs = runs.drop_duplicates("run_id", keep="last").reset_index(drop=True)
-    return Frames(runs, cat(parts["turns"]), cat(parts["tool_calls"]))
+            tables = {"runs": runs, "turns": turns, "tool_calls": calls}
+            design += runs.attrs.get("design", [])
+        for name, df in tables.items():
+            parts[name].append(df.assign(_source=source))
+    cat = lambda frames: pd.concat([f for f in frames if not f.empty] or [pd.DataFrame(columns=["_source"])], ignore_index=True)
+    runs, turns, calls = cat(parts["runs"]), cat(parts["turns"]), cat(parts["tool_calls"])
+    if "run_id" in runs.columns:
+        runs = runs.drop_duplicates("run_id", keep="last").reset_index(drop=True)  # the same run in two sweeps: once
+        owner = runs.set_index("run_id")["_source"]
+        turns, calls = (_owned(df, owner) for df in (turns, calls))
+    turns, calls, runs = _split_malformed(turns, calls, runs)
+    runs = runs.drop(columns=["_source", "retrieval_hit"], errors="ignore")  # retrieval_hit: schema-1 paths, not evidence
+    frames = Frames(runs, turns.drop(columns=["_source"], errors="ignore"), calls.drop(columns=["_source"], errors="ignore"),
+                    list(dict.fromkeys(design)))
+    for name in ("turns", "calls"):
+        setattr(frames, name, with_conditions(getattr(frames, name), frames.runs, frames.conditions))
+    for g in GRADERS:
+        if g in frames.runs.columns:
+            frames.runs[g] = pd.to_numeric(frames.runs[g], errors="coerce")  # None-filled grades arrive as objects
+    return frames
 
 
-def bootstrap_ci(values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float, float]:
-    """(mean, low, high): percentile bootstrap of the mean; NaN values are missing, not zero."""
-    x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and np.isnan(v))], dtype=float)
-    if x.size == 0:
-        return (np.nan, np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    means = rng.choice(x, size=(n_boot, x.size), replace=True).mean(axis=1)
-    return float(x.mean()), float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+def _owned(df: pd.DataFrame, owner: pd.Series) -> pd.DataFrame:
+    if df.empty or "run_id" not in df.columns:
+        return df
+    return df[df["run_id"].map(owner) == df["_source"]].reset_index(drop=True)
 
 
-def accuracy_table(runs: pd.DataFrame, grader: str = "contains", by: tuple[str, ...] = ("tools", "budget")) -> pd.DataFrame:
-    """Mean of a grader per group with bootstrap 95% CIs and counts."""
-    by = [b for b in by if b in runs.columns]
+def _split_malformed(turns: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Tables from schema-1 sweeps hold malformed replies as tool calls: move them to per-turn and per-run counts."""
+    if calls.empty or "tool" not in calls.columns or not (calls["tool"] == MALFORMED).any():
+        return turns, calls, runs
+    bad = calls[calls["tool"] == MALFORMED]
+    per_turn = bad.groupby(["run_id", "turn"]).size()
+    per_run = bad.groupby("run_id").size()
+    calls = calls[calls["tool"] != MALFORMED].reset_index(drop=True)
+    if not turns.empty and "malformed" not in turns.columns:
+        idx = pd.MultiIndex.from_frame(turns[["run_id", "turn"]])
+        m = pd.Series(per_turn.reindex(idx).fillna(0).astype(int).to_numpy(), index=turns.index)
+        turns = turns.assign(malformed=m, tool_calls=(turns["tool_calls"] - m).clip(lower=0))
+    if not runs.empty and "malformed_replies" not in runs.columns:
+        m = runs["run_id"].map(per_run).fillna(0).astype(int)
+        runs = runs.assign(malformed_replies=m, tool_calls=(runs["tool_calls"] - m).clip(lower=0))
+    return turns, calls, runs
+
+
+def with_conditions(df: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Join the run-level condition columns (and question id/type) onto a per-turn or per-call table by run_id."""
+    cols = [c for c in dict.fromkeys([*keys, "question_id", "question_type"]) if c in runs.columns]
+    if df.empty:
+        return df.assign(**{c: pd.Series(dtype=runs[c].dtype) for c in cols if c not in df.columns})
+    if "run_id" not in df.columns or not cols:
+        return df
+    return df.drop(columns=[c for c in cols if c in df.columns]).merge(runs[["run_id", *cols]], on="run_id", how="left")
+
+
+# ---- tables -------------------------------------------------------------------------------------
+def grades(runs: pd.DataFrame, grader: str) -> pd.Series:
+    return pd.to_numeric(runs[grader], errors="coerce") if grader in runs.columns else pd.Series(np.nan, index=runs.index)
+
+
+def accuracy_table(runs: pd.DataFrame, grader: str = "contains", by: Iterable[str] = (), design: Optional[Iterable[str]] = None,
+                   n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Mean of a grader per condition (the `by` columns plus every condition), with a 95% CI that resamples
+    questions (cluster bootstrap), the number of graded runs `n` and of questions `n_questions`.
+
+    The mean weighs each question equally (the mean over questions of each question's mean grade)."""
+    keys = [k for k in dict.fromkeys([*by, *conditions(runs, design)]) if k in runs.columns]
+    cols = [*keys, "n", "n_questions", "mean", "ci_low", "ci_high"]
+    if runs.empty or grader not in runs.columns:
+        return pd.DataFrame(columns=cols)
     rows = []
-    if grader not in runs.columns:
-        return pd.DataFrame(columns=[*by, "n", "mean", "ci_low", "ci_high"])
-    for key, group in runs.groupby(by, dropna=False, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        mean, lo, hi = bootstrap_ci(group[grader].astype(float))
-        rows.append({**dict(zip(by, key)), "n": int(group[grader].notna().sum()), "mean": mean, "ci_low": lo, "ci_high": hi})
-    return pd.DataFrame(rows)
+    qid = runs["question_id"] if "question_id" in runs.columns else pd.Series(range(len(runs)), index=runs.index)
+    values = grades(runs, grader)
+    for key, group in cells(runs, keys):
+        v = values.loc[group.index]
+        ok = v.notna()
+        mean, lo, hi = cluster_bootstrap(v[ok].to_numpy(), qid.loc[group.index][ok].to_numpy(), n_boot=n_boot, seed=seed)
+        rows.append({**key, "n": int(ok.sum()), "n_questions": int(qid.loc[group.index][ok].nunique()), "mean": mean, "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(rows, columns=cols)
 
 
-def tool_usage(calls: pd.DataFrame, by: str = "tools") -> pd.DataFrame:
-    """Counts of tool choices per group; bash calls are split into the programs they ran ("bash:grep")."""
-    if calls.empty:
-        return pd.DataFrame(columns=[by, "choice", "count", "share"])
+def tool_usage(calls: pd.DataFrame, by: Iterable[str] | str = ()) -> pd.DataFrame:
+    """Counts and shares of tool choices per group; bash calls split into the programs they ran ("bash:grep")."""
+    by = [by] if isinstance(by, str) else list(by)
+    by = [b for b in by if b in calls.columns]
+    cols = [*by, "choice", "count", "share"]
+    if calls.empty or "tool" not in calls.columns:
+        return pd.DataFrame(columns=cols)
+    calls = calls[calls["tool"] != MALFORMED]
     rows = []
     for _, call in calls.iterrows():
-        group = call.get(by, "all")
+        group = {b: call[b] for b in by}
         programs = call.get("programs")
         if call["tool"] == "bash" and programs is not None and len(programs):
-            rows.extend({by: group, "choice": f"bash:{p}"} for p in programs)
+            rows.extend({**group, "choice": f"bash:{p}"} for p in programs)
         else:
-            rows.append({by: group, "choice": call["tool"]})
-    df = pd.DataFrame(rows).groupby([by, "choice"]).size().rename("count").reset_index()
-    df["share"] = df["count"] / df.groupby(by)["count"].transform("sum")
-    return df.sort_values([by, "count"], ascending=[True, False]).reset_index(drop=True)
+            rows.append({**group, "choice": call["tool"]})
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows).groupby([*by, "choice"], dropna=False).size().rename("count").reset_index()
+    df["share"] = df["count"] / (df.groupby(by, dropna=False)["count"].transform("sum") if by else df["count"].sum())
+    return df.sort_values([*by, "count"], ascending=[True] * len(by) + [False]).reset_index(drop=True)
 
 
-def tokens_per_turn(turns: pd.DataFrame, by: Optional[str] = "tools") -> pd.DataFrame:
-    """Mean uncached prompt, cached prompt and completion tokens per turn index."""
-    if turns.empty:
-        return pd.DataFrame(columns=["turn", "uncached_prompt", "cached_prompt", "completion"])
+def tokens_per_turn(turns: pd.DataFrame, by: Iterable[str] | str | None = ()) -> pd.DataFrame:
+    """Mean uncached prompt, cached prompt and completion tokens per turn index (per group)."""
+    by = [by] if isinstance(by, str) else list(by or [])
+    parts = ["uncached_prompt", "cached_prompt", "completion"]
+    keys = [k for k in (*by, "turn") if k in turns.columns]
+    if turns.empty or "prompt_tokens" not in turns.columns:
+        return pd.DataFrame(columns=[*keys, *parts])
     df = turns.assign(uncached_prompt=turns["prompt_tokens"] - turns["cached_tokens"], cached_prompt=turns["cached_tokens"],
                       completion=turns["completion_tokens"])
-    keys = [k for k in (by, "turn") if k and k in df.columns]
-    return df.groupby(keys)[["uncached_prompt", "cached_prompt", "completion"]].mean().reset_index()
+    return df.groupby(keys, dropna=False)[parts].mean().reset_index()
 
 
-def time_split(runs: pd.DataFrame, by: str = "tools") -> pd.DataFrame:
-    """Mean seconds per run in the model, in tools, and elsewhere (harness, retrieval setup, I/O)."""
-    if runs.empty:
-        return pd.DataFrame(columns=[by, "llm_s", "tool_s", "other_s"])
-    df = runs.assign(other_s=(runs["elapsed_s"] - runs["llm_s"] - runs["tool_s"]).clip(lower=0))
-    return df.groupby(by)[["llm_s", "tool_s", "other_s"]].mean().reset_index()
+def time_split(runs: pd.DataFrame, by: Iterable[str] | str = ()) -> pd.DataFrame:
+    """Mean seconds per run in setup (model load, first embedding), the model, tools, and elsewhere."""
+    by = [by] if isinstance(by, str) else list(by)
+    keys = [k for k in by if k in runs.columns]
+    parts = ["setup_s", "llm_s", "tool_s", "other_s"]
+    if runs.empty or not {"elapsed_s", "llm_s", "tool_s"} <= set(runs.columns):
+        return pd.DataFrame(columns=[*keys, *parts])
+    setup = runs["setup_s"].fillna(0) if "setup_s" in runs.columns else 0.0
+    df = runs.assign(setup_s=setup, other_s=(runs["elapsed_s"] - runs["llm_s"] - runs["tool_s"] - setup).clip(lower=0))
+    if not keys:
+        return df[parts].mean().to_frame().T
+    return df.groupby(keys, dropna=False)[parts].mean().reset_index()
+
+
+LEXICAL_PROGRAMS = {"grep", "rg", "egrep", "fgrep", "ag", "ack", "git-grep"}
+DENSE_TOOLS = {"search_dataroom", "answer_question"}
 
 
 def search_style(calls: pd.DataFrame) -> pd.DataFrame:
     """Per run: did it search lexically (grep, bash grep/rg) and/or densely (search_dataroom, answer_question)?"""
-    if calls.empty:
-        return pd.DataFrame(columns=["run_id", "lexical", "dense"])
-    lexical_programs = {"grep", "rg", "egrep", "ag", "ack"}
+    if calls.empty or "tool" not in calls.columns:
+        return pd.DataFrame({"run_id": pd.Series(dtype=str), "lexical": pd.Series(dtype=bool), "dense": pd.Series(dtype=bool)})
 
     def is_lexical(row) -> bool:
         progs = row.get("programs")
-        return row["tool"] == "grep" or (row["tool"] == "bash" and progs is not None and bool(lexical_programs & set(progs)))
+        return row["tool"] == "grep" or (row["tool"] == "bash" and progs is not None and bool(LEXICAL_PROGRAMS & set(progs)))
 
-    df = calls.assign(lexical=calls.apply(is_lexical, axis=1), dense=calls["tool"].isin(["search_dataroom", "answer_question"]))
+    df = calls.assign(lexical=calls.apply(is_lexical, axis=1).astype(bool), dense=calls["tool"].isin(DENSE_TOOLS))
     return df.groupby("run_id")[["lexical", "dense"]].any().reset_index()
 
 
 def search_style_table(frames: Frames, grader: str = "contains") -> pd.DataFrame:
-    """Accuracy per question type and search style (none, grep only, dense only, both)."""
+    """Accuracy per condition, question type and search style (neither, grep, dense, grep+dense)."""
     runs = frames.runs
     if runs.empty:
-        return pd.DataFrame(columns=["question_type", "style", "n", "mean", "ci_low", "ci_high"])
-    styles = search_style(frames.calls)
-    df = runs.merge(styles, on="run_id", how="left").fillna({"lexical": False, "dense": False})
-    df["style"] = np.select([df["lexical"] & df["dense"], df["lexical"], df["dense"]], ["grep+dense", "grep", "dense"], "neither")
-    if "question_type" not in df.columns:
-        df["question_type"] = "all"
-    df["question_type"] = df["question_type"].replace("", "unknown").fillna("unknown")
-    return accuracy_table(df, grader, ("question_type", "style"))
+        return pd.DataFrame(columns=[*frames.conditions, "question_type", "style", "n", "n_questions", "mean", "ci_low", "ci_high"])
+    df = runs.merge(search_style(frames.calls), on="run_id", how="left")
+    lexical = df["lexical"].fillna(False).astype(bool).to_numpy()  # runs without calls: neither
+    dense = df["dense"].fillna(False).astype(bool).to_numpy()
+    df["style"] = np.select([lexical & dense, lexical, dense], ["grep+dense", "grep", "dense"], "neither")
+    qt = df["question_type"] if "question_type" in df.columns else pd.Series("", index=df.index)
+    df["question_type"] = qt.fillna("").replace("", "unknown")
+    return accuracy_table(df, grader, ("question_type", "style"), frames.design)

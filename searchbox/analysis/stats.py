@@ -1,0 +1,53 @@
+"""Statistics over questions: cluster bootstrap CIs, paired bootstrap of a difference, McNemar's exact test."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional
+
+import numpy as np
+import pandas as pd
+
+N_BOOT = 2000
+
+
+def cluster_bootstrap(values: Iterable[float], clusters: Optional[Iterable] = None, n_boot: int = N_BOOT, alpha: float = 0.05,
+                      seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high) of the mean over clusters of each cluster's mean, with a percentile CI from
+    resampling whole clusters (questions). Without clusters each value is its own. NaN values are
+    missing, not zero; with fewer than two clusters the CI is NaN (one question says nothing of spread)."""
+    x = np.asarray(list(values), dtype=float)
+    c = np.arange(len(x)) if clusters is None else np.asarray(list(clusters))
+    ok = ~np.isnan(x)
+    x, c = x[ok], c[ok]
+    if x.size == 0:
+        return (math.nan, math.nan, math.nan)
+    means = pd.Series(x).groupby(pd.Series(c).astype(str).to_numpy()).mean().to_numpy()
+    estimate = float(means.mean())
+    if means.size < 2:
+        return (estimate, math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    boots = means[rng.integers(0, means.size, size=(n_boot, means.size))].mean(axis=1)
+    return (estimate, float(np.quantile(boots, alpha / 2)), float(np.quantile(boots, 1 - alpha / 2)))
+
+
+def bootstrap_ci(values: Iterable[float], n_boot: int = N_BOOT, alpha: float = 0.05, seed: int = 0,
+                 clusters: Optional[Iterable] = None) -> tuple[float, float, float]:
+    """(mean, low, high); pass `clusters` (question ids) whenever values repeat a question."""
+    vals = [np.nan if v is None else v for v in values]
+    return cluster_bootstrap(vals, clusters, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def paired_bootstrap(diffs: Iterable[float], n_boot: int = N_BOOT, alpha: float = 0.05, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high) of per-question differences, resampling questions."""
+    return cluster_bootstrap(diffs, None, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (a right and b wrong, and the reverse)."""
+    n = a_only + b_only
+    if n == 0:
+        return 1.0
+    k = min(a_only, b_only)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)

@@ -1,0 +1,155 @@
+"""The report and the notebooks on sweeps of unusual shape, built as real run directories and collected."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from searchbox import report
+from searchbox.analysis import FIGURES
+from tests.fakes.runs import make_run
+
+ROOT = Path(__file__).resolve().parents[1]
+GRADED = {"contains": 1.0, "exact_match": 1.0, "f1": 1.0, "evidence_recall": 1.0, "grader_version": "test"}
+WRONG = {"contains": 0.0, "exact_match": 0.0, "f1": 0.0, "evidence_recall": 0.0, "grader_version": "test"}
+GREP = (1, "grep", "dataroom/reports/gannet-rock-survey.md:5:The tower of Gannet Rock stands 38.4 metres")
+SEARCH = (1, "search_dataroom", '{"results": [{"path": "dataroom/a.md", "text": "x"}]}')
+
+
+@pytest.fixture(scope="module")
+def design(tmp_path_factory) -> Path:
+    return design_sweep(tmp_path_factory.mktemp("design"))
+
+
+def design_sweep(root: Path) -> Path:
+    """tools x budget x force_budget over three questions; high is right more often than none."""
+    s = root / "design"
+    for tools in ("high", "none"):
+        for budget in (1, 4):
+            for force in (True, False):
+                for i, qid in enumerate(("nw01", "nw02", "nw03")):
+                    right = tools == "high" or (budget == 4 and i == 0)
+                    make_run(s, f"{tools}-{budget}-{force}-{qid}", question_id=qid, dataroom=None, grades=GRADED if right else WRONG,
+                             config={"tools": tools, "harness.budget": budget, "harness.force_budget": force},
+                             axes={"tools": tools, "budget": budget, "force_budget": force}, turns=budget,
+                             outputs=[SEARCH, GREP] if tools == "high" else [GREP])
+    return s
+
+
+SHAPES = {
+    "no_tool_calls": lambda s: [make_run(s, f"r{i}", question_id=q, dataroom=None, grades=GRADED, axes={"tools": t})
+                                for i, (q, t) in enumerate([("nw01", "high"), ("nw02", "high"), ("nw01", "none"), ("nw02", "none")])],
+    "one_run": lambda s: [make_run(s, "only", dataroom=None, grades=GRADED, outputs=[GREP])],
+    "all_failed": lambda s: [make_run(s, f"r{i}", question_id=q, dataroom=None, answer=None, stop_reason="context_exhausted",
+                                      grades={"contains": None, "exact_match": None, "f1": None, "evidence_recall": None})
+                             for i, q in enumerate(("nw01", "nw02", "nw03"))],
+    "mixed_models": lambda s: [make_run(s, f"{m}-{q}", question_id=q, dataroom=None, model=m, served_id=m.upper(),
+                                        grades=GRADED if m == "qwen" else WRONG, outputs=[GREP], axes={"model": m})
+                               for m in ("smollm", "qwen") for q in ("nw01", "nw02")],
+    "empty": lambda s: (s / "runs").mkdir(parents=True),
+}
+
+
+def check_report(sweep: Path, out: Path) -> str:
+    assert report.main([str(sweep), "--out", str(out)]) == 0
+    for name in FIGURES:
+        for ext in ("png", "svg"):
+            f = out / f"{name}.{ext}"
+            assert f.exists() and f.stat().st_size > 1000, f
+    return (out / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_report_draws_every_figure_on_unusual_sweeps(tmp_path, shape):
+    sweep = tmp_path / shape
+    SHAPES[shape](sweep)
+    summary = check_report(sweep, tmp_path / "out")
+    if shape == "no_tool_calls":
+        assert "_no tool calls_" in summary and "| neither |" in summary
+    elif shape == "one_run":
+        assert "one condition" in summary and "| 1 | 1 | 1.000 |  |  |" in summary  # one question: no CI
+    elif shape == "all_failed":
+        assert "context_exhausted 3" in summary
+    elif shape == "mixed_models":
+        assert "Conditions (every design column that varies): model." in summary and "served as QWEN, SMOLLM" in summary
+    elif shape == "empty":
+        assert "No finished runs found." in summary
+
+
+def test_report_keeps_every_condition_apart_and_compares_pairs(design, tmp_path):
+    summary = check_report(design, tmp_path / "out")
+    assert "Conditions (every design column that varies): tools, budget, force_budget." in summary
+    accuracy = summary.split("## Accuracy (contains) per condition")[1].split("##")[0]
+    assert accuracy.count("| high |") == 4 and accuracy.count("| none |") == 4  # budget x force_budget, never pooled
+    pairs = summary.split("## Paired comparisons")[1].split("\n## ")[0]
+    assert "| tools | budget=1, force_budget=False | tools=high | tools=none | 3 | 1.000 | 0.000 | 1.000 |" in pairs
+    assert "malformed_replies" in summary
+
+
+def test_report_cli_in_a_fresh_process(tmp_path):
+    sweep = tmp_path / "one"
+    SHAPES["one_run"](sweep)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "searchbox.report", str(sweep), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "accuracy_vs_budget.png").exists() and (out / "summary.md").exists()
+
+
+def test_report_on_missing_dir_is_one_line(tmp_path, capsys):
+    assert report.main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def run_notebook_code(path: Path, results: Path) -> int:
+    """The notebook's code cells, in this process (no kernel): how many figures it returned."""
+    import nbformat
+    from matplotlib.figure import Figure
+
+    matplotlib.use("Agg")
+    old = os.environ.get("SEARCHBOX_RESULTS")
+    os.environ["SEARCHBOX_RESULTS"] = str(results)
+    figures = 0
+    try:
+        scope: dict = {}
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                tree = ast.parse("\n".join(ln for ln in cell.source.splitlines() if not ln.startswith("%")))
+                last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+                exec(compile(tree, str(path), "exec"), scope)
+                if last is not None:  # the cell's value, as the notebook would display it
+                    figures += isinstance(eval(compile(ast.Expression(last.value), str(path), "eval"), scope), Figure)
+    finally:
+        if old is None:
+            os.environ.pop("SEARCHBOX_RESULTS", None)
+        else:
+            os.environ["SEARCHBOX_RESULTS"] = old
+    return figures
+
+
+@pytest.mark.parametrize("shape", ["design", "no_tool_calls"])
+def test_notebooks_run_on_new_tables(design, tmp_path, shape):
+    sweep = design if shape == "design" else tmp_path / shape
+    if shape != "design":
+        SHAPES[shape](sweep)
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert run_notebook_code(path, sweep) >= 1, path.name
+
+
+def test_notebooks_execute_on_committed_results():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    results = ROOT / "results" / "tools_x_budget" / "runs.parquet"
+    assert results.exists(), "the committed result set is missing"
+    books = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert len(books) >= 5
+    for path in books:
+        nb = nbformat.read(path, as_version=4)
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+        assert images, f"{path.name} drew no figure"
