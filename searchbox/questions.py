@@ -134,7 +134,7 @@ def _quoted(title: str) -> str:
 
 # ---- generators --------------------------------------------------------------------------------
 CARD_FACTS = (  # (field, template, question)
-    ("release_date", "card_release_date", "On what date was the model {model} released?"),
+    ("release_date", "card_release_date", "What is the release date of the model {model}?"),
     ("parameter_size", "card_parameters", "What is the parameter count of the model {model}?"),
     ("license", "card_license", "What license is the model {model} distributed under?"),
     ("token_length", "card_input_length", "What is the maximum input length, in tokens, of {model}?"),
@@ -165,7 +165,7 @@ def single_hop(docs: list[Doc]) -> Iterator[Built]:
                             [doc.path], "single-hop", "post_date")
             author = _single_author(doc.meta)
             if author:
-                yield Built("", f"Who wrote the article {_quoted(title)}?", author, [], [doc.path], "single-hop", "post_author")
+                yield Built("", f"Who is the author of the article {_quoted(title)}?", author, [], [doc.path], "single-hop", "post_author")
 
 
 def multi_hop(docs: list[Doc]) -> Iterator[Built]:
@@ -218,6 +218,11 @@ def answer_in_gold(q: Built, texts: dict[str, str]) -> bool:
     return any(q.answer in texts.get(path, "") for path in q.gold_files)
 
 
+def needs_both_hops(q: Built, texts: dict[str, str]) -> bool:
+    """A multi-hop question whose answer already sits in its first (entity) document is a shortcut, not two hops."""
+    return q.type != "multi-hop" or q.answer not in texts.get(q.gold_files[0], "")
+
+
 def build(source: Path, prefix: str = "q") -> list[Built]:
     """All questions of a corpus: validated, de-duplicated, shuffled with a fixed seed and numbered."""
     docs = read_corpus(source)
@@ -227,7 +232,7 @@ def build(source: Path, prefix: str = "q") -> list[Built]:
     seen: set[str] = set()
     out = []
     for q in [*single_hop(docs), *multi_hop(docs)]:
-        if q.question in seen or not answer_in_gold(q, texts):
+        if q.question in seen or not answer_in_gold(q, texts) or not needs_both_hops(q, texts):
             continue
         seen.add(q.question)
         out.append(q)

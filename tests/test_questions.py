@@ -37,6 +37,7 @@ def test_questions_are_valid_and_answered_by_their_gold_files(built, tmp_path):
     for q in (q for q in built if q.type == "multi-hop"):
         first, second = q.gold_files
         assert first != second
+        assert q.answer not in (ws.dataroom / first).read_text(encoding="utf-8")  # the entity document alone does not answer
 
 
 def test_multi_hop_chains_two_documents(built, tmp_path):
@@ -47,7 +48,7 @@ def test_multi_hop_chains_two_documents(built, tmp_path):
         card, post = ((ws.dataroom / g).read_text(encoding="utf-8") for g in q.gold_files)
         slug = post.split("slug:", 1)[1].split()[0]
         assert slug in card  # the card links the post ...
-        assert q.answer in post and q.answer not in card.split("---")[1]  # ... and only the post's front matter holds the answer
+        assert q.answer in post and q.answer not in card  # ... and only the post holds the answer: no one-hop shortcut
 
 
 def test_shipped_file_is_what_the_builder_makes(built):
