@@ -125,3 +125,22 @@ def test_installed_default_corpus_draws_noise(real_home):
     planned = noise.plan(NoiseConfig(ratio=4, seed=0), files)
     assert abs(sum(d.bytes for d in planned) - 4 * sum(s for _, s in files)) <= 1500
     assert all("/" not in d.path and d.path.endswith(".md") for d in planned)
+
+
+def test_a_noisy_run_records_what_was_added(corpus, tmp_path):
+    """Through run.execute: the run's dataroom holds the distractors, run_meta lists them, the gold file is intact."""
+    from tests.conftest import make_cfg, run_script
+
+    cfg = make_cfg()
+    cfg.noise = NoiseConfig(ratio=4, seed=5, source=str(corpus))
+    script = [{"tool_calls": [{"name": "read", "arguments": {"path": "dataroom/reports/gannet-rock-survey.md"}}]}, {"content": "38.4 metres"}]
+    meta, _, run_dir = run_script(tmp_path, script, cfg)
+    added = meta["dataroom"]["noise"]
+    original = sum(size for _, size in tiny_files())
+    assert added and sum(a["bytes"] for a in added) == pytest.approx(4 * original, abs=1000)
+    assert meta["dataroom"]["bytes"] == original + sum(a["bytes"] for a in added)
+    room = run_dir / "work" / "dataroom"
+    assert all((room / a["path"]).is_file() for a in added)
+    assert (room / "reports" / "gannet-rock-survey.md").read_bytes() == (builtin_dataroom() / "reports" / "gannet-rock-survey.md").read_bytes()
+    again, _, _ = run_script(tmp_path, script, cfg, name="again")
+    assert [a["path"] for a in again["dataroom"]["noise"]] == [a["path"] for a in added]  # same seed, same draw
