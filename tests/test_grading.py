@@ -263,3 +263,19 @@ def test_regrade_missing_dir_and_dead_judge(tmp_path, sweep, capsys):
     s, _ = sweep
     assert grade_cli.main([str(s), "grading.judge=true", "grading.judge_endpoint=http://127.0.0.1:9"]) == 2
     assert "v1/models" in capsys.readouterr().err
+
+
+def test_grade_a_real_run(tmp_path):
+    """The agent's own trace and ANSWER.md (scripted model, real tools) graded end to end."""
+    from tests.conftest import run_script
+
+    script = [{"tool_calls": [{"name": "grep", "arguments": {"pattern": "metres from base", "path": "dataroom"}}]},
+              {"tool_calls": [{"name": "read", "arguments": {"path": "dataroom/people/staff.md"}}]},
+              {"tool_calls": [{"name": "write", "arguments": {"path": "ANSWER.md", "content": "38.4 metres\n\nSources: reports/gannet-rock-survey.md"}}]},
+              {"content": "done"}]
+    _, _, rd = run_script(tmp_path, script, question="How tall is the Gannet Rock lighthouse?")
+    g = grade(rd, load_questions(QUESTIONS, ids=["nw01"])[0])
+    assert g["contains"] == 1.0 and g["exact_match"] == 1.0 and g["answer_part"] == "before_sources"
+    assert g["evidence_recall"] == 1.0 and g["evidence_tools"] == "grep" and g["evidence_first_turn"] == 1
+    g3 = grade(rd, load_questions(QUESTIONS, ids=["nw03"])[0])  # staff.md was read too: its evidence arrived by read
+    assert g3["evidence_recall"] == 1.0 and g3["evidence_tools"] == "read" and g3["contains"] == 0.0
