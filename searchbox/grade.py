@@ -122,6 +122,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         missing = [d for d in args.dirs if not d.is_dir()]
         if missing:
             raise SearchboxError(f"no such sweep directory: {missing[0]}")
+        if args.questions and not args.questions.is_file():
+            raise SearchboxError(f"no such question file: {args.questions}")
         gold = GoldSource(override={q.id: q for q in load_questions(args.questions)} if args.questions else None)
         judge = None
         if use_judge:

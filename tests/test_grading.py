@@ -209,6 +209,8 @@ def test_regrade_after_a_gold_edit_changes_exactly_the_affected_runs(sweep, caps
             q["aliases"].append("41 thousand")
     qfile.write_text("".join(json.dumps(q) + "\n" for q in lines))
     capsys.readouterr()
+    assert grade_cli.main([str(s), "--dry-run"]) == 0
+    assert "1 would change" in capsys.readouterr().out and read_meta(s / "runs" / "a2")["grades"] == before["a2"]
     assert grade_cli.main([str(s)]) == 0
     out = capsys.readouterr().out
     after = {m["run_id"]: m["grades"] for m in map(read_meta, sorted((s / "runs").iterdir()))}
@@ -261,6 +263,7 @@ def test_regrade_bad_input_is_one_line(sweep, capsys, argv, message):
 def test_regrade_missing_dir_and_dead_judge(tmp_path, sweep, capsys):
     assert grade_cli.main([str(tmp_path / "nope")]) == 2
     s, _ = sweep
+    assert grade_cli.main([str(s), "--questions", str(tmp_path / "none.jsonl")]) == 2
     assert grade_cli.main([str(s), "grading.judge=true", "grading.judge_endpoint=http://127.0.0.1:9"]) == 2
     assert "v1/models" in capsys.readouterr().err
 
