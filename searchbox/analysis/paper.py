@@ -16,7 +16,7 @@ from .stats import bootstrap_ci
 TIERS = ("grep_only", "vector_only")
 TIER_COLORS = {"grep_only": "#2a7ab0", "vector_only": "#d9822b"}
 DELIVERY_HATCH = {"inline": "", "file": "//"}
-RECALL_COLUMNS = ("evidence_recall", "retrieval_hit")  # newer logs first
+RECALL_COLUMNS = ("evidence_recall",)  # schema-1 retrieval_hit (paths named in arguments) is dropped on load: not evidence
 
 
 def _empty(fig: Figure, what: str) -> Figure:
