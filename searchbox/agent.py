@@ -34,10 +34,12 @@ STATE_VERSION = 1
 
 SYSTEM_PROMPT = """You are a careful research agent. Today's date is {today}.
 Answer the user's question using only the documents in ./dataroom/ (read-only). There is no network access.
-Use the tools you have, or build your own: bash runs in your working directory, where you may write scripts and notes.
+{tools_line}
 When you know the answer, write it to ANSWER.md in the working directory (not inside dataroom/) with the write tool.
 Put the answer itself first, in one short line; then a line "Sources:" naming the files it comes from.
 You may refine ANSWER.md as you learn more."""
+WITH_BASH = "Use the tools you have, or build your own: bash runs in your working directory, where you may write scripts and notes."
+WITHOUT_BASH = "Use the tools you have; you may write notes in your working directory."
 
 
 class Stop(Exception):
@@ -78,9 +80,10 @@ class TurnStats:
         return self.elapsed_before + time.monotonic() - self.started
 
 
-def system_prompt(harness: HarnessConfig, protocol_suffix: str) -> str:
+def system_prompt(harness: HarnessConfig, protocol_suffix: str, tool_names: list[str]) -> str:
     today = harness.today or dt.date.today().isoformat()
-    return SYSTEM_PROMPT.format(today=today) + protocol_suffix
+    tools_line = WITH_BASH if "bash" in tool_names else WITHOUT_BASH
+    return SYSTEM_PROMPT.format(today=today, tools_line=tools_line) + protocol_suffix
 
 
 def visible_text(content: str) -> str:
@@ -133,7 +136,7 @@ class Agent:
         tools = self.toolset.schemas()
         try:
             if state is None:
-                self._add({"role": "system", "content": system_prompt(self.h, self.protocol.system_suffix(tools))})
+                self._add({"role": "system", "content": system_prompt(self.h, self.protocol.system_suffix(tools), self.toolset.names)})
                 self._begin_turn()
             else:
                 self._restore(state)

