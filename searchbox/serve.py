@@ -77,6 +77,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--max-upload-mb", type=float, default=200.0, help="largest dataroom zip accepted (default 200)")
     parser.add_argument("--max-budget", type=int, default=1000, help="largest turn budget a job may ask for")
     args = parser.parse_args(argv)
+    from .run import sigterm_as_interrupt
+
+    sigterm_as_interrupt()  # after uvicorn's own graceful stop, SIGTERM unwinds like Ctrl-C: the embedded server stops too
     try:
         if not is_loopback(args.host) and not args.token:
             raise SearchboxError(f"--host {args.host} is reachable from other machines: set --token (or $SEARCHBOX_TOKEN); "
@@ -108,8 +111,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except SearchboxError as exc:
         print(f"searchbox: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # uvicorn re-raises the signal it stopped on, once it has shut down cleanly
+        print("searchbox: stopped", file=sys.stderr)
+        return 0
     return 0
 
 

@@ -291,3 +291,66 @@ def test_sweeps_list_table_and_report(tmp_path):
         for bad in ("../demo/runs.parquet", "summary.md", "..%2f..%2fsecret.png"):
             assert app.get(f"/sweeps/demo/figures/{bad}").status_code == 404
         assert app.get("/api/sweeps/..").status_code == 404
+
+
+def _children_named(ppid: int, suffix: bytes) -> set[int]:
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0]
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent == ppid and argv0.endswith(suffix):
+                pids.add(int(entry.name))
+    return pids
+
+
+@pytest.mark.e2e
+def test_serve_on_the_embedded_default(tmp_path, real_home):
+    """`python -m searchbox.serve` starts one llama-server for its lifetime and hands its URL to every job."""
+    import signal
+    import subprocess
+    import sys
+
+    from searchbox import llama
+
+    if llama.find_server() is None or llama.find_model() is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
+    port = llama.free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_URL", "SEARCHBOX_TOKEN")}
+    proc = subprocess.Popen([sys.executable, "-m", "searchbox.serve", "--port", str(port), "--outputs", str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _up(url) or proc.poll() is not None, timeout=240, what="the server to answer")
+        assert proc.poll() is None, proc.stderr.read()
+        servers = _children_named(proc.pid, b"llama-server")
+        assert len(servers) == 1
+        assert "embedded llama-server" in httpx.get(f"{url}/api/config").json()["endpoint"]
+        job = httpx.post(f"{url}/api/jobs", data={"question": "How tall is the Gannet Rock lighthouse?", "budget": "1", "tools": "none"}).json()["job"]
+        wait_for(lambda: httpx.get(f"{url}/api/jobs/{job['id']}").json()["job"]["state"] in ("done", "failed"), timeout=300, what="the job")
+        done = httpx.get(f"{url}/api/jobs/{job['id']}").json()["job"]
+        assert done["state"] == "done", done
+        meta = httpx.get(f"{url}/api/runs/{job['ref']}/snapshot").json()["meta"]
+        assert meta["protocol"] == "json" and meta["tokens"]["total"] > 0 and meta["turns"] == 1
+        argv = Path(f"/proc/{next(iter(servers))}/cmdline").read_bytes().decode().split("\0")
+        assert meta["served"]["endpoint"].startswith(f"http://127.0.0.1:{argv[argv.index('--port') + 1]}")  # the job used that server
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert proc.returncode == 0 and "searchbox: stopped" in err, err[-2000:]
+    assert not any(Path(f"/proc/{pid}").exists() for pid in servers)
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/config", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -275,11 +275,9 @@ def create_app(settings: WebSettings) -> FastAPI:
                     seen["job"] = view
                     yield ServerSentEvent(event="job", data=view)
             meta = runview.read_meta(run_dir) or {}
-            if meta.get("status") == "complete" and (job is None or job.state in TERMINAL):
-                yield ServerSentEvent(event="end", data={"stop_reason": meta.get("stop_reason")})
-                return
-            if job is not None and job.state in TERMINAL and job.launches and not meta:
-                yield ServerSentEvent(event="end", data={"stop_reason": None, "error": job.error})
+            # A job's stream lasts while the job can still run (a held job may be resumed); a plain run's until it completes.
+            if (job is not None and job.state in TERMINAL) or (job is None and meta.get("status") == "complete"):
+                yield ServerSentEvent(event="end", data={"stop_reason": meta.get("stop_reason"), "error": job.error if job else None})
                 return
             await asyncio.sleep(POLL_S)
 

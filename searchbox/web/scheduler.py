@@ -122,7 +122,8 @@ class Scheduler:
 
     # ---- reading -------------------------------------------------------------------------
     def get(self, job_id: str) -> Job:
-        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise UnknownJob(f"no such job: {job_id}")
         return _job(row)
