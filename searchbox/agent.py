@@ -36,7 +36,7 @@ SYSTEM_PROMPT = """You are a careful research agent. Today's date is {today}.
 Answer the user's question using only the documents in ./dataroom/ (read-only). There is no network access.
 {tools_line}
 When you know the answer, write it to ANSWER.md in the working directory (not inside dataroom/) with the write tool.
-Put the answer itself first, in one short line; then a line "Sources:" naming the files it comes from.
+Write the answer itself first, as a short phrase on its own line, then a line starting "Sources:" followed by the files it comes from; only the text before "Sources:" is graded.
 You may refine ANSWER.md as you learn more."""
 WITH_BASH = "Use the tools you have, or build your own: bash runs in your working directory, where you may write scripts and notes."
 WITHOUT_BASH = "Use the tools you have; you may write notes in your working directory."
