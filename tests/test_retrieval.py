@@ -1,9 +1,10 @@
-"""Retrieval and the dataroom tool tiers: output shapes, rerankers, API backends, the shared cache, GPU fallback."""
+"""Retrieval and the dataroom tool tiers: shapes, rerankers, API backends, shared index and cache, cache keys, setup time, failure kinds, GPU fallback."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -14,10 +15,14 @@ import pytest
 
 from searchbox.config import HarnessConfig, RetrievalConfig
 from searchbox.dataroom import open_workspace
+from searchbox.errors import BackendError
 from searchbox.retrieval import Retrieval
-from searchbox.retrieval.embedder import ApiEmbedder, LocalEmbedder, pick_device
+from searchbox.retrieval.cache import CachedEncoder, EmbeddingCache
+from searchbox.retrieval.embedder import ApiEmbedder, LocalEmbedder, embedder_identity, identity_key, pick_device
 from searchbox.retrieval.lexical import rrf
-from searchbox.tools import ToolContext, Toolset, select
+from searchbox.retrieval.rerank import ApiReranker, CrossEncoderReranker
+from searchbox.tools import ToolContext, ToolError, Toolset, retrieval_tools, select
+from searchbox.tools.retrieval_tools import answer_question, search_dataroom
 
 
 @pytest.fixture(scope="module")
@@ -175,23 +180,160 @@ def test_api_backends(workspace, monkeypatch):
     api.httpd.shutdown()
 
 
-CACHE_SCRIPT = """
+SHARE_SCRIPT = """
 import json, sys
-from searchbox.config import RetrievalConfig
+from searchbox.config import IndexConfig, RetrievalConfig
 from searchbox.retrieval import Retrieval
-r = Retrieval(RetrievalConfig(), sys.argv[1])
-r.dense_matrix(r.scope(None))  # passages go through the disk cache; queries stay in memory
-print(json.dumps(r.stats()["cache"]))
+out = {}
+for mode in ("index", "memory"):
+    r = Retrieval(RetrievalConfig(), sys.argv[1], index=IndexConfig(persistent=mode == "index"))
+    r.search("Gannet Rock", 2)
+    out[mode] = {**r.stats()["cache"], "built": r.stats()["index"].get("built")}
+print(json.dumps(out))
 """
 
 
-def test_cache_is_shared_across_processes(tmp_path, workspace):
-    env = {**__import__("os").environ, "SEARCHBOX_HOME": str(tmp_path / "home")}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", CACHE_SCRIPT, str(workspace.dataroom)], capture_output=True, text=True,
-                                      env=env, check=True, timeout=300).stdout.strip().splitlines()[-1]) for _ in range(2)]
-    first, second = runs
-    assert first["embedded"] > 0 and first["disk_hits"] == 0
-    assert second["embedded"] == 0 and second["disk_hits"] == first["embedded"]
+def test_index_and_cache_are_shared_across_processes(tmp_path, workspace):
+    """The first run builds the index (embedding every chunk once); a later run in another process opens
+    it and embeds only its query, and an in-memory run there finds every passage in the disk cache."""
+    env = {**os.environ, "SEARCHBOX_HOME": str(tmp_path / "home")}
+    first, second = [json.loads(subprocess.run([sys.executable, "-c", SHARE_SCRIPT, str(workspace.dataroom)], capture_output=True, text=True,
+                                               env=env, check=True, timeout=300).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    assert first["index"]["built"] is True and first["index"]["embedded"] == 8 and first["index"]["disk_hits"] == 0  # 7 chunks + the query
+    assert second["index"]["built"] is False and second["index"]["embedded"] == 1 and second["index"]["disk_hits"] == 0
+    assert second["memory"]["embedded"] == 1 and second["memory"]["disk_hits"] == 7
+
+
+def _fake_model(folder, weights=b"w1", config='{"hidden": 4}'):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.safetensors").write_bytes(weights)
+    (folder / "config.json").write_text(config)
+    (folder / "README.md").write_text("docs do not change vectors")
+    return str(folder)
+
+
+def test_cache_key_covers_backend_url_model_files_and_prefixes(tmp_path):
+    model = _fake_model(tmp_path / "m")
+    base = RetrievalConfig(embed_model=model)
+    key = lambda cfg: identity_key(embedder_identity(cfg))  # noqa: E731
+    k0 = key(base)
+    assert key(RetrievalConfig(embed_model=model)) == k0  # same config: same key
+    variants = [RetrievalConfig(embed_model=model, query_prefix="query: "), RetrievalConfig(embed_model=model, passage_prefix="passage: "),
+                RetrievalConfig(embed_model=str(tmp_path / "other")), RetrievalConfig(embedder="api", embed_model=model),
+                RetrievalConfig(embedder="api", embed_model=model, api_url="http://other.example/v1")]
+    _fake_model(tmp_path / "other")
+    keys = [key(v) for v in variants]
+    assert len(set(keys + [k0])) == len(keys) + 1
+    (tmp_path / "m" / "README.md").write_text("edited docs")
+    assert key(base) == k0
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"w2")  # new weights, same name
+    k_weights = key(base)
+    (tmp_path / "m" / "config.json").write_text('{"hidden": 8}')
+    assert len({k0, k_weights, key(base)}) == 3
+
+
+class _Fake:
+    def __init__(self, identity):
+        self.model_id, self.identity, self.calls = "same-model-id", identity, 0
+
+    def embed(self, texts, role):
+        self.calls += len(texts)
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+
+def test_cache_misses_when_identity_changes_and_hits_when_equal(tmp_path):
+    disk = EmbeddingCache(tmp_path / "v.sqlite")
+    a = CachedEncoder(_Fake("emb1-a"), disk)
+    a.encode(["one", "two"], "passage")
+    same = CachedEncoder(_Fake("emb1-a"), EmbeddingCache(tmp_path / "v.sqlite"))
+    same.encode(["one", "two"], "passage")
+    assert same.embedder.calls == 0 and same.stats["disk_hits"] == 2
+    other = CachedEncoder(_Fake("emb1-b"), EmbeddingCache(tmp_path / "v.sqlite"))  # same model id, other files/prefix/backend
+    other.encode(["one", "two"], "passage")
+    assert other.embedder.calls == 2 and other.stats["disk_hits"] == 0
+
+
+def test_setup_is_counted_apart_from_tool_time(workspace, tmp_path):
+    r = Retrieval(RetrievalConfig(reranker="cross-encoder", rerank_model=_tiny_cross_encoder(tmp_path / "ce")), workspace.dataroom)
+    ts = Toolset(select("all"), ToolContext(work=workspace.work, harness=HarnessConfig(output_cap_chars=100000), retrieval=r))
+    assert r.timing.setup_s == 0.0  # constructing loads nothing
+    first = ts.call("search_dataroom", json.dumps({"query": "Gannet Rock height", "k": 2}))
+    assert first.ok and first.setup_ms > 0  # model loading and the index build
+    after_first = r.timing.setup_s
+    second = ts.call("search_dataroom", json.dumps({"query": "restoration cost", "k": 2}))
+    assert second.ok and second.setup_ms == 0 and r.timing.setup_s == after_first
+    rerank_first = ts.call("answer_question", json.dumps({"question": "Who led the restoration?", "k": 2}))
+    assert rerank_first.ok and r.timing.setup_s > after_first  # the cross-encoder's loading
+    again = ts.call("answer_question", json.dumps({"question": "How many visitors?", "k": 2}))
+    assert again.ok and again.setup_ms == 0
+    assert r.stats()["setup_s"] == round(r.timing.setup_s, 3)
+
+
+class BrokenAPI:
+    """A loopback embeddings/rerank API that fails: a status code, or well-formed JSON holding the wrong things."""
+
+    def __init__(self, mode):
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if mode == "500":
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                n = len(body.get("input", body.get("documents", [])))
+                out = {"too_few": {"data": [{"index": 0, "embedding": [1.0, 0.0]}][: n - 1]},
+                       "nan": {"data": [{"index": i, "embedding": [float("nan"), 1.0]} for i in range(n)]},
+                       "shape": {"data": [{"index": i, "embedding": "abc"} for i in range(n)]},
+                       "rerank": {"results": [{"index": 99, "relevance_score": 1.0}]}}[mode]
+                raw = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("mode", ["500", "too_few", "nan", "shape"])
+def test_embedding_api_failures_are_backend_errors(workspace, mode):
+    api = BrokenAPI(mode)
+    cfg = RetrievalConfig(embedder="api", embed_model="jina-embeddings-v3", api_url=api.url, cache=False)
+    with pytest.raises(BackendError, match="embedding API"):
+        ApiEmbedder(cfg).embed(["a", "b"], "query")
+    ctx = ToolContext(work=workspace.work, harness=HarnessConfig(), retrieval=Retrieval(cfg, workspace.dataroom))
+    with pytest.raises(BackendError):  # through the tool: not shown to the model, the run stops as tool_error
+        search_dataroom(ctx, "Gannet Rock")
+    api.httpd.shutdown()
+
+
+def test_reranker_and_model_failures_are_backend_errors(workspace, tmp_path):
+    api = BrokenAPI("rerank")
+    with pytest.raises(BackendError, match="rerank API"):
+        ApiReranker(RetrievalConfig(reranker="api", rerank_model="r", api_url=api.url)).score("q", ["a", "b"])
+    api.httpd.shutdown()
+    with pytest.raises(BackendError, match="not found locally|failed to load"):
+        LocalEmbedder(RetrievalConfig(embed_model=str(tmp_path / "no-such-model")))
+    with pytest.raises(BackendError, match="cross-encoder"):
+        CrossEncoderReranker(str(tmp_path / "no-such-ce"))
+    r = Retrieval(RetrievalConfig(embed_model=str(tmp_path / "no-such-model")), workspace.dataroom)
+    with pytest.raises(BackendError):
+        search_dataroom(ToolContext(work=workspace.work, harness=HarnessConfig(), retrieval=r), "Gannet Rock")
+
+
+def test_model_argument_errors_stay_tool_errors(tools, shared_retrieval, workspace):
+    ctx = ToolContext(work=workspace.work, harness=HarnessConfig(), retrieval=shared_retrieval)
+    for call in (lambda: search_dataroom(ctx, "   "), lambda: search_dataroom(ctx, "x", paths=["nowhere"]),
+                 lambda: search_dataroom(ctx, "x", k=0), lambda: answer_question(ctx, ""),
+                 lambda: retrieval_tools.embed_texts(ctx, ["t"] * (retrieval_tools.MAX_TEXTS + 1))):
+        with pytest.raises(ToolError):
+            call()
+    bad = tools.call("search_dataroom", json.dumps({"query": ""}))
+    assert not bad.ok and "non-empty" in bad.error
 
 
 def test_gpu_fallback_on_low_vram():

@@ -1,4 +1,4 @@
-"""The one path every embedding takes: an in-process dict over a persistent SQLite cache keyed by (model, role, text hash)."""
+"""The one path every embedding takes: an in-process dict over a persistent SQLite cache keyed by (embedder identity, role, text)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import BackendError
 from .embedder import Embedder
 
 
-def text_key(model: str, role: str, text: str) -> str:
-    return hashlib.sha256(f"{model}\0{role}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+def text_key(identity: str, role: str, text: str) -> str:
+    """identity is the embedder's (backend, API URL, model id, model files, prefixes): see embedder_identity."""
+    return hashlib.sha256(f"{identity}\0{role}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class EmbeddingCache:
@@ -28,8 +30,11 @@ class EmbeddingCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, dim INTEGER, data BLOB)")
+        try:
+            with self._conn() as conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, dim INTEGER, data BLOB)")
+        except sqlite3.Error as exc:
+            raise BackendError(f"embedding cache {self.path} unusable: {exc}") from exc
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -42,26 +47,32 @@ class EmbeddingCache:
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        conn = self._conn()
-        for start in range(0, len(keys), 900):
-            batch = keys[start : start + 900]
-            rows = conn.execute(f"SELECT key, data FROM vec WHERE key IN ({','.join('?' * len(batch))})", batch).fetchall()
-            for key, data in rows:
-                out[key] = np.frombuffer(data, dtype=np.float32)
+        try:
+            conn = self._conn()
+            for start in range(0, len(keys), 900):
+                batch = keys[start : start + 900]
+                rows = conn.execute(f"SELECT key, data FROM vec WHERE key IN ({','.join('?' * len(batch))})", batch).fetchall()
+                for key, data in rows:
+                    out[key] = np.frombuffer(data, dtype=np.float32)
+        except sqlite3.Error as exc:
+            raise BackendError(f"embedding cache {self.path} unreadable: {exc}") from exc
         return out
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
         if not items:
             return
-        conn = self._conn()
         rows = [(k, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()]
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT OR IGNORE INTO vec (key, dim, data) VALUES (?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR IGNORE INTO vec (key, dim, data) VALUES (?, ?, ?)", rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise BackendError(f"embedding cache {self.path} unwritable: {exc}") from exc
 
 
 class CachedEncoder:
@@ -69,13 +80,13 @@ class CachedEncoder:
 
     def __init__(self, embedder: Embedder, disk: Optional[EmbeddingCache]):
         self.embedder = embedder
+        self.identity = embedder.identity
         self.disk = disk
         self.memory: dict[str, np.ndarray] = {}
         self.stats = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "embedded": 0}
 
     def encode(self, texts: list[str], role: str = "passage") -> np.ndarray:
-        model = self.embedder.model_id
-        keys = [text_key(model, role, t) for t in texts]
+        keys = [text_key(self.identity, role, t) for t in texts]
         found: dict[str, np.ndarray] = {}
         need = []
         for k in dict.fromkeys(keys):

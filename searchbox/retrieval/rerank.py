@@ -6,7 +6,7 @@ import os
 from typing import Optional, Protocol
 
 from ..config import RetrievalConfig
-from ..errors import ConfigError, ModelError
+from ..errors import BackendError
 
 
 class Reranker(Protocol):
@@ -26,20 +26,31 @@ class NoReranker:
 
 class CrossEncoderReranker:
     def __init__(self, model: str, device: str = "cpu", batch_size: int = 32):
-        from sentence_transformers import CrossEncoder
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:
+            raise BackendError(f"the cross-encoder reranker needs sentence-transformers ({exc})") from exc
 
         try:
             self.model = CrossEncoder(model, device=device, local_files_only=True)
         except OSError as exc:
-            raise ConfigError(f"cross-encoder {model!r} not found locally ({exc}); models cannot be downloaded here") from exc
+            raise BackendError(f"cross-encoder {model!r} not found locally ({exc}); models cannot be downloaded here") from exc
+        except (RuntimeError, ValueError) as exc:
+            raise BackendError(f"cross-encoder {model!r} failed to load: {exc}") from exc
         self.name = f"cross-encoder:{model}"
         self.batch_size = batch_size
 
     def score(self, query: str, documents: list[str]) -> Optional[list[float]]:
         if not documents:
             return []
-        scores = self.model.predict([(query, d) for d in documents], batch_size=self.batch_size, show_progress_bar=False)
-        return [float(s) for s in scores]
+        try:
+            scores = self.model.predict([(query, d) for d in documents], batch_size=self.batch_size, show_progress_bar=False)
+            out = [float(s) for s in scores]
+        except (RuntimeError, ValueError, TypeError, MemoryError) as exc:
+            raise BackendError(f"{self.name} failed: {exc}") from exc
+        if len(out) != len(documents):
+            raise BackendError(f"{self.name} returned {len(out)} scores for {len(documents)} documents")
+        return out
 
 
 class ApiReranker:
@@ -65,8 +76,8 @@ class ApiReranker:
             scores = [0.0] * len(documents)
             for item in resp.json()["results"]:
                 scores[int(item["index"])] = float(item["relevance_score"])
-        except (httpx.HTTPError, KeyError, ValueError, IndexError) as exc:
-            raise ModelError(f"rerank API failed: {exc}") from exc
+        except (httpx.HTTPError, KeyError, ValueError, IndexError, TypeError) as exc:
+            raise BackendError(f"rerank API failed: {exc}") from exc
         return scores
 
 

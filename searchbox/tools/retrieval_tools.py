@@ -11,6 +11,11 @@ from .builtins import rel, resolve
 from .context import ToolContext, ToolError
 
 MAX_TEXTS = 512
+MAX_K = 100  # results per search: more would only be cut by the output cap
+
+# Errors of the model's arguments are ToolErrors (it reads them and can retry); a failing backend
+# (embedder, reranker, API, index) raises searchbox.errors.BackendError, which these tools let
+# through so that the run stops as tool_error instead of the model carrying on without the tool.
 
 
 def _retrieval(ctx: ToolContext):
@@ -27,10 +32,27 @@ def _texts(texts: list[str], what: str = "texts") -> list[str]:
     return [str(t) for t in texts]
 
 
+def _query(text, what: str = "query") -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ToolError(f"{what} must be a non-empty string")
+    return text
+
+
+def _k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ToolError(f"k must be a positive integer, got {k!r}")
+    return min(k, MAX_K)
+
+
 def search_dataroom(ctx: ToolContext, query: str, k: int = 8, paths: Optional[list[str]] = None) -> dict:
+    from ..retrieval import ScopeError
+
+    query, k = _query(query), _k(k)
+    if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
+        raise ToolError("paths must be a list of file or folder names")
     try:
         out = _retrieval(ctx).search(query, k, paths)
-    except ValueError as exc:
+    except ScopeError as exc:
         raise ToolError(str(exc)) from exc
     for hit in out["results"]:
         ctx.touch(hit["path"])
@@ -38,7 +60,7 @@ def search_dataroom(ctx: ToolContext, query: str, k: int = 8, paths: Optional[li
 
 
 def answer_question(ctx: ToolContext, question: str, k: int = 5) -> dict:
-    out = _retrieval(ctx).answer(question, k)
+    out = _retrieval(ctx).answer(_query(question, "question"), _k(k))
     for hit in out["results"]:
         ctx.touch(hit["path"])
     return out
@@ -60,7 +82,7 @@ def embed_texts(ctx: ToolContext, texts: list[str], role: str = "passage", out: 
 
 
 def rerank(ctx: ToolContext, query: str, documents: list[str], top_n: Optional[int] = None) -> dict:
-    documents = _texts(documents, "documents")
+    query, documents = _query(query), _texts(documents, "documents")
     r = _retrieval(ctx)
     scores = r.reranker.score(query, documents)
     scorer = r.reranker.name

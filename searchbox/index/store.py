@@ -1,0 +1,336 @@
+"""The on-disk index: immutable segments (mmap'd vectors, manifest, text), per-generation tables, and state.json as the commit point.
+
+Layout of an index folder:
+
+    state.json                   the commit point (replaced atomically): format, source, embedder, chunking,
+                                 segments and the generation's files, each with its size and SHA-256
+    s000001.vec.npy              float32 [rows, dim], L2-normalised, opened with np.load(mmap_mode="r")
+    s000001.man.npy              the manifest: one record per row (path id, chunk, char offset, char length,
+                                 byte range of its text in s000001.txt)
+    s000001.txt, .paths.json     chunk texts (UTF-8, concatenated) and the segment's path table
+    g000003.files.json           per file: sha256, size, segment and rows holding its live chunks
+    g000003.live.npy             bool [all rows]: rows of superseded (changed or deleted) files are False
+    g000003.bm25/                bm25s over the live rows, in row order
+    g000003.usearch              optional ANN graph (usearch) keyed by row
+    .lock                        held (flock) by the one process writing
+
+Segments never change once written; a refresh appends a delta segment and a new generation of the
+small tables, then replaces state.json; files no state references are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..errors import BackendError
+from ..retrieval.lexical import load_bm25, top_k
+
+FORMAT = 1
+STATE = "state.json"
+LOCK = ".lock"
+MANIFEST_DTYPE = np.dtype([("path", "<i4"), ("chunk", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("text_start", "<i8"), ("text_end", "<i8")])
+
+
+class IndexCorrupt(BackendError):
+    """An index whose files disagree with its state: refused, with the command that diagnoses it."""
+
+
+class IndexMissing(BackendError):
+    """No committed index in the folder."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def describe(path: Path) -> dict:
+    """{name, bytes, sha256} of a written file, as state.json records it."""
+    return {"name": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def read_state(folder: Path) -> dict:
+    path = Path(folder) / STATE
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise IndexMissing(f"no index in {folder} (build one: python -m searchbox.index build SOURCE --index {folder})") from exc
+    except (OSError, ValueError) as exc:
+        raise IndexCorrupt(f"index {folder}: state.json unreadable ({exc}); rebuild it: python -m searchbox.index build SOURCE --index {folder}") from exc
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise IndexCorrupt(f"index {folder}: format {state.get('format') if isinstance(state, dict) else '?'} is not {FORMAT}; "
+                           f"rebuild it: python -m searchbox.index build SOURCE --index {folder}")
+    return state
+
+
+def _damaged(folder: Path, what: str) -> IndexCorrupt:
+    return IndexCorrupt(f"index {folder} is damaged: {what}; run `python -m searchbox.index doctor --index {folder}`")
+
+
+@dataclass
+class ChunkRef:
+    row: int
+    path: str
+    chunk: int
+    offset: int
+    length: int
+    text: str
+
+    @property
+    def doc_id(self) -> str:
+        return f"{self.path}#{self.chunk}"
+
+
+class Segment:
+    """One immutable segment, mmap'd: vectors, manifest, text blob; its path table on first use."""
+
+    def __init__(self, folder: Path, meta: dict, dim: int, check_hash: bool = True):
+        self.id = meta["id"]
+        self.rows = int(meta["rows"])
+        files = meta["files"]
+        for key in ("vectors", "manifest", "text", "paths"):
+            rec = files[key]
+            size = os.stat(folder / rec["name"]).st_size  # FileNotFoundError propagates: the caller retries or reports
+            if size != rec["bytes"]:
+                raise _damaged(folder, f"{rec['name']} has {size} bytes, state.json says {rec['bytes']}")
+        self.vectors = np.load(folder / files["vectors"]["name"], mmap_mode="r")
+        if self.vectors.dtype != np.float32 or self.vectors.shape != (self.rows, dim):
+            raise _damaged(folder, f"{files['vectors']['name']} holds {self.vectors.dtype} {self.vectors.shape}, state.json says float32 ({self.rows}, {dim})")
+        man_path = folder / files["manifest"]["name"]
+        if check_hash:  # the join table is small: verify it on every open, so a disagreeing manifest is never served
+            raw = man_path.read_bytes()
+            if hashlib.sha256(raw).hexdigest() != files["manifest"]["sha256"]:
+                raise _damaged(folder, f"{man_path.name} does not match its SHA-256 in state.json")
+        self.manifest = np.load(man_path, mmap_mode="r")
+        if self.manifest.dtype != MANIFEST_DTYPE or self.manifest.shape != (self.rows,):
+            raise _damaged(folder, f"{man_path.name} has {self.manifest.shape[0] if self.manifest.ndim else '?'} rows, state.json says {self.rows}")
+        self._text_path = folder / files["text"]["name"]
+        self._paths_path = folder / files["paths"]["name"]
+        self._paths_sha = files["paths"]["sha256"]
+        self._text: Optional[mmap.mmap] = None
+        self._paths: Optional[list[str]] = None
+        self._fh = None
+
+    @property
+    def paths(self) -> list[str]:
+        if self._paths is None:
+            raw = self._paths_path.read_bytes()
+            if hashlib.sha256(raw).hexdigest() != self._paths_sha:
+                raise _damaged(self._paths_path.parent, f"{self._paths_path.name} does not match its SHA-256 in state.json")
+            self._paths = json.loads(raw)
+        return self._paths
+
+    def text(self, start: int, end: int) -> str:
+        if end <= start:
+            return ""
+        if self._text is None:
+            self._fh = open(self._text_path, "rb")
+            self._text = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._text[start:end].decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if self._text is not None:
+            self._text.close()
+            self._fh.close()
+            self._text = None
+
+
+class Index:
+    """A committed index opened read-only: exact (or ANN) dense top-k, BM25 top-k, rows by file, chunk lookup."""
+
+    def __init__(self, folder: Path, state: dict, segments: list[Segment], live: Optional[np.ndarray]):
+        self.folder = Path(folder)
+        self.state = state
+        self.segments = segments
+        self.dim = int(state["dim"])
+        self.starts = np.cumsum([0] + [s.rows for s in segments])
+        self.rows = int(self.starts[-1])
+        self.live = live  # None: every row is live
+        self._files: Optional[dict] = None
+        self._bm25 = None
+        self._bm25_rows: Optional[np.ndarray] = None
+        self._ann = None
+
+    # ---- opening --------------------------------------------------------------------------
+    @classmethod
+    def open(cls, folder: Path, attempts: int = 3) -> "Index":
+        """Open the committed generation; a damaged index raises IndexCorrupt naming the file."""
+        folder = Path(folder)
+        for attempt in range(attempts):
+            state = read_state(folder)
+            try:
+                return cls._open_state(folder, state)
+            except FileNotFoundError as exc:
+                # A writer may have committed a new generation and removed this one's files
+                # between our read of state.json and the opens: read the state again.
+                if read_state(folder).get("generation") != state.get("generation") and attempt + 1 < attempts:
+                    time.sleep(0.01)
+                    continue
+                raise _damaged(folder, f"{Path(exc.filename).name if exc.filename else 'a file'} is missing") from exc
+            except (ValueError, OSError, KeyError, TypeError) as exc:
+                raise _damaged(folder, f"{type(exc).__name__}: {exc}") from exc
+        raise _damaged(folder, "it kept changing while being opened")
+
+    @classmethod
+    def _open_state(cls, folder: Path, state: dict) -> "Index":
+        dim = int(state["dim"])
+        segments = [Segment(folder, meta, dim) for meta in state["segments"]]
+        rows = sum(s.rows for s in segments)
+        live = None
+        rec = state["live"]
+        size = os.stat(folder / rec["name"]).st_size
+        if size != rec["bytes"]:
+            raise _damaged(folder, f"{rec['name']} has {size} bytes, state.json says {rec['bytes']}")
+        mask = np.load(folder / rec["name"])
+        if mask.dtype != np.bool_ or mask.shape != (rows,):
+            raise _damaged(folder, f"{rec['name']} covers {mask.shape} rows, the segments hold {rows}")
+        if int(mask.sum()) != int(rec["rows"]):
+            raise _damaged(folder, f"{rec['name']} marks {int(mask.sum())} live rows, state.json says {rec['rows']}")
+        if not mask.all():
+            live = mask
+        for key in ("files",) + (("ann",) if state.get("ann") else ()):
+            rec = state[key]
+            size = os.stat(folder / rec["name"]).st_size
+            if size != rec["bytes"]:
+                raise _damaged(folder, f"{rec['name']} has {size} bytes, state.json says {rec['bytes']}")
+        if state.get("bm25") and not (folder / state["bm25"]["name"]).is_dir():
+            raise FileNotFoundError(2, "missing", str(folder / state["bm25"]["name"]))
+        return cls(folder, state, segments, live)
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+    # ---- tables ---------------------------------------------------------------------------
+    @property
+    def files(self) -> dict:
+        """{path: {sha256, size, segment, first, chunks}} for every file of the source, binary ones included."""
+        if self._files is None:
+            rec = self.state["files"]
+            raw = (self.folder / rec["name"]).read_bytes()
+            if hashlib.sha256(raw).hexdigest() != rec["sha256"]:
+                raise _damaged(self.folder, f"{rec['name']} does not match its SHA-256 in state.json")
+            self._files = json.loads(raw)
+        return self._files
+
+    @property
+    def live_rows(self) -> int:
+        return int(self.state["live"]["rows"])
+
+    def segment_index(self, seg_id: str) -> int:
+        for i, seg in enumerate(self.segments):
+            if seg.id == seg_id:
+                return i
+        raise _damaged(self.folder, f"files table names segment {seg_id} that state.json does not list")
+
+    def rows_of(self, paths: list[str] | tuple[str, ...]) -> np.ndarray:
+        """Global rows of these files' live chunks, in file then chunk order."""
+        files = self.files
+        parts = []
+        for p in paths:
+            entry = files.get(p)
+            if entry and entry.get("chunks"):
+                start = int(self.starts[self.segment_index(entry["segment"])]) + int(entry["first"])
+                parts.append(np.arange(start, start + int(entry["chunks"]), dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def locate(self, row: int) -> tuple[Segment, int]:
+        s = int(np.searchsorted(self.starts, row, side="right")) - 1
+        return self.segments[s], row - int(self.starts[s])
+
+    def chunk(self, row: int) -> ChunkRef:
+        seg, local = self.locate(int(row))
+        rec = seg.manifest[local]
+        return ChunkRef(int(row), seg.paths[int(rec["path"])], int(rec["chunk"]), int(rec["offset"]), int(rec["length"]),
+                        seg.text(int(rec["text_start"]), int(rec["text_end"])))
+
+    def path_chunk(self, row: int) -> tuple[str, int]:
+        """(path, chunk) of a row without reading its text (the join, for tie-breaking)."""
+        seg, local = self.locate(int(row))
+        rec = seg.manifest[local]
+        return seg.paths[int(rec["path"])], int(rec["chunk"])
+
+    def texts(self, rows: np.ndarray) -> list[str]:
+        return [self.chunk(int(r)).text for r in rows]
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """Rows' vectors, gathered from their segments (copies only what is asked for)."""
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        seg_of = np.searchsorted(self.starts, rows, side="right") - 1
+        for s in np.unique(seg_of):
+            pick = np.flatnonzero(seg_of == s)
+            out[pick] = self.segments[s].vectors[rows[pick] - self.starts[s]]
+        return out
+
+    # ---- dense ----------------------------------------------------------------------------
+    def dense_scores(self, q: np.ndarray, rows: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cosine) over the live rows, or over the given rows."""
+        q = np.asarray(q, dtype=np.float32)
+        if rows is not None:
+            return rows, self.vectors(rows) @ q if len(rows) else np.zeros(0, np.float32)
+        if len(self.segments) == 1:
+            scores = self.segments[0].vectors @ q
+        else:
+            scores = np.concatenate([s.vectors @ q for s in self.segments]) if self.segments else np.zeros(0, np.float32)
+        if self.live is None:
+            return np.arange(self.rows), scores
+        keep = np.flatnonzero(self.live)
+        return keep, scores[keep]
+
+    def dense_top(self, q: np.ndarray, k: int, rows: Optional[np.ndarray] = None) -> list[tuple[int, float]]:
+        """Exact cosine top-k; ties broken by (path, chunk), so the order does not depend on the row layout."""
+        cand, scores = self.dense_scores(q, rows)
+        return top_k(cand, scores, k, self.path_chunk)
+
+    # ---- ANN ------------------------------------------------------------------------------
+    @property
+    def has_ann(self) -> bool:
+        return bool(self.state.get("ann"))
+
+    def ann_top(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+        from .ann import view
+
+        if self._ann is None:
+            self._ann = view(self.folder / self.state["ann"]["name"], self.state["ann"])
+        k = min(k, self.live_rows)
+        if k <= 0:
+            return []
+        keys, scores = self._ann.search(np.asarray(q, dtype=np.float32), k)
+        return top_k(keys, scores, k, self.path_chunk)
+
+    # ---- BM25 -----------------------------------------------------------------------------
+    def bm25_scores(self, query: str, rows: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, BM25 score) over the live rows (IDF of the whole index), or restricted to the given rows."""
+        if self._bm25 is None:
+            rec = self.state.get("bm25")
+            if not rec:
+                raise _damaged(self.folder, "it has no BM25 index")
+            self._bm25 = load_bm25(self.folder / rec["name"], int(rec["docs"]))
+            self._bm25_rows = np.flatnonzero(self.live) if self.live is not None else np.arange(self.rows)
+            if len(self._bm25_rows) != self._bm25.n:
+                raise _damaged(self.folder, f"BM25 holds {self._bm25.n} documents for {len(self._bm25_rows)} live rows")
+        scores = self._bm25.scores(query)
+        if rows is None:
+            return self._bm25_rows, scores
+        pos = np.searchsorted(self._bm25_rows, rows)
+        pos = np.minimum(pos, max(len(self._bm25_rows) - 1, 0))
+        if len(rows) and not np.array_equal(self._bm25_rows[pos], rows):
+            raise _damaged(self.folder, "a scoped row is not live")
+        return rows, scores[pos] if len(rows) else np.zeros(0)
+
+    def bm25_top(self, query: str, k: int, rows: Optional[np.ndarray] = None) -> list[tuple[int, float]]:
+        """Live rows matching at least one query term, best k first."""
+        cand, scores = self.bm25_scores(query, rows)
+        return top_k(cand, scores, k, self.path_chunk, positive=True)
