@@ -42,7 +42,7 @@ def turns_done(app, job) -> int:
     return len(snap["turns"])
 
 
-def wait_for(predicate, timeout=60.0, what="condition"):
+def wait_for(predicate, timeout=120.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -354,3 +354,14 @@ def _up(url: str) -> bool:
         return httpx.get(f"{url}/api/config", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_markdown_subset_escapes_everything():
+    from searchbox.web.markdown import render
+
+    html = render("# T <b>\n\n**bold** `<i>` [x](javascript:alert(1)) [ok](https://example.org/a?b=\"c)\n\n"
+                  "| a | b |\n|---|---|\n| <img src=x onerror=alert(1)> | 2 |\n\n```\n<script>alert(1)</script>\n```\n- one\n- two")
+    assert "<h1>T &lt;b&gt;</h1>" in html and "<strong>bold</strong>" in html and "<code>&lt;i&gt;</code>" in html
+    assert 'href="javascript' not in html and '<a href="https://example.org/a?b=&quot;c"' in html
+    assert "<td>&lt;img src=x onerror=alert(1)&gt;</td>" in html and "&lt;script&gt;" in html and "<script" not in html
+    assert "<ul><li>one</li><li>two</li></ul>" in html

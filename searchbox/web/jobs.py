@@ -147,6 +147,9 @@ class JobRunner:
 
     def _launch(self, launch: Launch) -> None:
         job = launch.job
+        if not _wait_until_free(self.run_dir(job.id)):
+            self.sched.exited(job.id, "interrupted", "an earlier process of this run is still alive; it will be retried")
+            return
         self._paused.discard(job.id)
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir(job.id) / "PAUSE").unlink()
@@ -196,6 +199,29 @@ class JobRunner:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5.0)
         self.procs.clear()
+
+def _wait_until_free(run_dir: Path, timeout_s: float = 30.0) -> bool:
+    """Wait for any process still running in this run directory (one left from before a crash of the server,
+    stopping on its parent-death signal) to end, so two processes never write one run."""
+    needle = str(run_dir).encode()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy = False
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if needle in argv and b"searchbox.run" in argv:
+                    busy = True
+                    break
+        if not busy:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
 
 def _read_json(path: Path) -> dict:
     try:

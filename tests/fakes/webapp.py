@@ -50,7 +50,7 @@ class LiveApp:
     def post(self, path: str, **kw) -> httpx.Response:
         return httpx.post(self.url + path, timeout=60, **kw)
 
-    def wait_job(self, job_id: str, states: tuple[str, ...], timeout: float = 60.0, where: Callable[[dict], bool] = lambda j: True) -> dict:
+    def wait_job(self, job_id: str, states: tuple[str, ...], timeout: float = 120.0, where: Callable[[dict], bool] = lambda j: True) -> dict:
         deadline = time.monotonic() + timeout
         job = {}
         while time.monotonic() < deadline:
