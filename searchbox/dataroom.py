@@ -91,13 +91,13 @@ def dataroom_hash(source: Path | str | None) -> str:
             digest.update(str(path.relative_to(src)).encode("utf-8", "surrogateescape"))
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     else:
-        with _open_zip(src) as zf:
+        with open_zip(src) as zf:
             for info in sorted(zf.infolist(), key=lambda i: i.filename):
                 digest.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
-def _open_zip(src: Path) -> zipfile.ZipFile:
+def open_zip(src: Path) -> zipfile.ZipFile:
     """The archive, or a one-line DataroomError for anything its directory cannot be read for (names included)."""
     try:
         return zipfile.ZipFile(src)
@@ -121,7 +121,7 @@ def _entry_parts(name: str) -> tuple[str, ...]:
 
 
 def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
-    with _open_zip(src) as zf:
+    with open_zip(src) as zf:
         infos = zf.infolist()
         files: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
         declared = packed = 0

@@ -142,6 +142,8 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
         out += f"\n[output truncated: {result.output_bytes} bytes in all]"
     if result.timed_out:
         raise ToolError(f"command timed out after {limit:g}s and was killed\n{out}")
+    if result.killed:
+        raise ToolError(f"command killed: {result.killed}\n{out}")
     return f"{out}\n[exit code {result.exit_code}]" if result.exit_code else (out or "[no output, exit code 0]")
 
 
@@ -178,8 +180,8 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
     argv += ["-e", pattern, "--", target]
     res = sandbox.run_confined(argv, ctx.work, [ctx.dataroom], ctx.sandbox_mode, ctx.harness.bash_timeout_s, cap,
                                extra_ro=extra, merge_stderr=False)
-    if res.timed_out:
-        raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s")
+    if res.timed_out or res.killed:
+        raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s" if res.timed_out else f"grep killed: {res.killed}")
     if res.exit_code > 1 and not res.output:
         raise ToolError(res.errors.strip()[:500] or f"grep failed (exit {res.exit_code})")
     lines = []

@@ -39,6 +39,7 @@ class Limits:
     file_bytes: int = FILE_SIZE_CAP  # RLIMIT_FSIZE
     open_files: int = 1024
     tmp_bytes: int = 256 * 1024**2  # the private /tmp and /dev/shm (tmpfs: counts as memory)
+    box_memory_bytes: int = 4 * 1024**3  # resident memory of all the box's processes together (watched)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class ShellResult:
     output_bytes: int
     duration_s: float
     errors: str = ""  # stderr, when kept apart from the output
+    killed: str = ""  # why the box was killed before the command ended (a limit it passed)
 
 
 def resolve_mode(mode: str) -> str:
@@ -243,7 +245,7 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
     finally:
         for fd in fds:
             os.close(fd)
-    box = _box_pidfd(info_r) if info_r >= 0 else None
+    box = _box_info(info_r) if info_r >= 0 else None
     kept, errs = bytearray(), bytearray()
     total = [0, 0]
 
@@ -258,6 +260,11 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         readers.append(threading.Thread(target=drain, args=(proc.stderr, errs, 1), daemon=True))
     for reader in readers:
         reader.start()
+    killed: list[str] = []
+    stop = threading.Event()
+    watchdog = threading.Thread(target=_watch, args=(box, limits, stop, killed), daemon=True) if box else None
+    if watchdog:
+        watchdog.start()
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
@@ -267,11 +274,14 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         # Kill even after a normal exit: background children must not outlive the call. Killing the box's
         # pid 1 makes the kernel kill its whole pid namespace (setsid or nohup do not escape that); the
         # process group catches everything when there is no box.
+        stop.set()
+        if watchdog:
+            watchdog.join()
         if box is not None:
             with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(box, signal.SIGKILL)
-            select.select([box], [], [], 10)  # readable once pid 1 is gone, i.e. the namespace is empty
-            os.close(box)
+                signal.pidfd_send_signal(box.pidfd, signal.SIGKILL)
+            select.select([box.pidfd], [], [], 10)  # readable once pid 1 is gone, i.e. the namespace is empty
+            os.close(box.pidfd)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)  # bwrap reaps its pid 1 and exits (killing it first would leave a zombie)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -281,11 +291,45 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         reader.join(timeout=5)
     text = bytes(kept).decode("utf-8", errors="replace")
     return ShellResult(proc.returncode if not timed_out else -9, text, timed_out, total[0], time.monotonic() - start,
-                       bytes(errs).decode("utf-8", errors="replace"))
+                       bytes(errs).decode("utf-8", errors="replace"), "; ".join(killed))
 
 
-def _box_pidfd(info_r: int) -> int | None:
-    """A pidfd of the box's pid 1, from bwrap's --info-fd report (None if bwrap failed before reporting)."""
+@dataclass
+class _Box:
+    """A running box: a pidfd of its pid 1 (no pid reuse can misdirect a kill) and its pid namespace."""
+
+    pidfd: int
+    pid_ns: int
+
+
+def _watch(box: _Box, limits: Limits, stop: threading.Event, killed: list[str]) -> None:
+    """Kill the box when its processes together hold more than box_memory_bytes (RLIMIT_AS is per process)."""
+    while not stop.wait(0.25):
+        if _resident_bytes(box.pid_ns) > limits.box_memory_bytes:
+            killed.append(f"its processes passed {limits.box_memory_bytes >> 20} MiB of memory together")
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(box.pidfd, signal.SIGKILL)
+            return
+
+
+def _resident_bytes(pid_ns: int) -> int:
+    """Resident memory of every process in the pid namespace, from the host's /proc."""
+    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}/ns/pid").st_ino != pid_ns:
+                continue
+            with open(f"/proc/{name}/statm", "rb") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to look at
+    return total
+
+
+def _box_info(info_r: int) -> _Box | None:
+    """The box's pid 1 and pid namespace from bwrap's --info-fd report (None if bwrap failed before reporting)."""
     data = b""
     deadline = time.monotonic() + 10
     try:
@@ -297,7 +341,8 @@ def _box_pidfd(info_r: int) -> int | None:
     finally:
         os.close(info_r)
     try:
-        return os.pidfd_open(int(json.loads(data)["child-pid"]))
+        info = json.loads(data)
+        return _Box(os.pidfd_open(int(info["child-pid"])), int(info["pid-namespace"]))
     except (ValueError, KeyError, TypeError, OSError):
         return None
 
