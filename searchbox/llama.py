@@ -72,8 +72,12 @@ class BuildPlan:
         return cached_server_path(list(self.flags))
 
 
+CUDA_ARCH_ENV = "SEARCHBOX_CUDA_ARCHITECTURES"  # e.g. "90": build for a GPU this machine does not have
+
+
 def gpu_compute_capability() -> Optional[str]:
-    """The first visible GPU's compute capability as CMake wants it ("9.0" -> "90"), None without nvidia-smi or a GPU."""
+    """The visible GPUs' compute capabilities as CMake wants them ("9.0" -> "90", several as "80;90"); None without
+    nvidia-smi or a GPU."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None
@@ -81,21 +85,26 @@ def gpu_compute_capability() -> Optional[str]:
         proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    caps = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
-    if proc.returncode != 0 or not caps or not caps[0].replace(".", "").isdigit():
+    caps = sorted({ln.strip().replace(".", "") for ln in proc.stdout.splitlines() if ln.strip()})
+    if proc.returncode != 0 or not caps or not all(c.isdigit() for c in caps):
         return None
-    return caps[0].replace(".", "")
+    return ";".join(caps)
 
 
 def build_plan() -> BuildPlan:
+    """CUDA when nvcc is on PATH and a GPU is visible (or SEARCHBOX_CUDA_ARCHITECTURES names one), else the CPU build:
+    a CUDA toolkit alone (a container image, a build host) changes nothing."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
         return BuildPlan("cpu", tuple(BUILD_FLAGS), "no nvcc on PATH: portable CPU build")
-    arch = gpu_compute_capability()
-    # Only the visible GPU's architecture: all of them would take hours to compile.
-    flags = [*BUILD_FLAGS, "-DGGML_CUDA=ON"] + ([f"-DCMAKE_CUDA_ARCHITECTURES={arch}"] if arch else [])
-    why = f"nvcc at {nvcc}; " + (f"GPU compute capability {arch[:-1]}.{arch[-1]}" if arch else "no GPU visible (nvidia-smi): llama.cpp's default CUDA architectures")
-    return BuildPlan("cuda", tuple(flags), why)
+    arch = os.environ.get(CUDA_ARCH_ENV) or gpu_compute_capability()
+    if not arch:
+        return BuildPlan("cpu", tuple(BUILD_FLAGS), f"nvcc at {nvcc} but no GPU visible (nvidia-smi): portable CPU build "
+                                                     f"({CUDA_ARCH_ENV}=90 builds for a GPU elsewhere)")
+    # Only these architectures: all of llama.cpp's defaults would take hours to compile.
+    flags = (*BUILD_FLAGS, "-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}")
+    shown = ", ".join(f"{a[:-1]}.{a[-1]}" for a in arch.split(";"))
+    return BuildPlan("cuda", flags, f"nvcc at {nvcc}; GPU compute capability {shown}")
 
 
 def cached_server_path(flags: Optional[list[str]] = None) -> Path:

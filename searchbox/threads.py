@@ -1,0 +1,144 @@
+"""The thread budget: llama-server threads, torch threads, BLAS threads and parallel runs, planned together from the cores."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+PLAN_ENV = "SEARCHBOX_THREAD_PLAN"  # the sweep's plan, handed to the jobs it launches on this host
+TORCH_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # torch's intra-op pool (OpenMP) and its MKL
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+# numpy's BLAS only ever multiplies one query against a chunk matrix here: a pool of threads costs more in
+# wake-ups than it saves (a warm search_dataroom measured p95 ~100 ms with 2 BLAS threads, 11 ms with one).
+BLAS_THREADS = 1
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask: Slurm's and taskset's limits count), not the machine's."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """Who gets how many threads on this host; every number is for one process unless named per server."""
+
+    cores: int  # cores the plan shares out
+    jobs: int  # sweep jobs (processes) running at once on these cores
+    runs: int  # runs in flight inside one job (one per model slot)
+    server_threads: Optional[int]  # -t/-tb of each embedded llama-server; None: not ours (external endpoint)
+    torch_threads: int  # torch.set_num_threads in each job
+    blas_threads: int  # OpenBLAS & co. in each job
+    why: str
+    server_gpu: bool = False  # the embedded servers offload every layer
+    host: str = ""
+
+    @property
+    def in_flight(self) -> int:
+        return self.jobs * self.runs
+
+    def describe(self) -> str:
+        server = f"llama-server -t {self.server_threads}" if self.server_threads else "llama-server threads: its own (external)"
+        return (f"{self.cores} cores: {self.jobs} job(s) x {self.runs} run(s) in flight, {server}, torch {self.torch_threads}, "
+                f"BLAS {self.blas_threads} ({self.why})")
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str) -> "ThreadPlan":
+        return cls(**json.loads(text))
+
+
+def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: int = 1, runs: Optional[int] = None,
+         server_local: bool = True, server_gpu: bool = False) -> ThreadPlan:
+    """Share `cores` between the embedded llama-server(s) and the jobs' embedders, and size the runs in flight.
+
+    slots: model slots in the whole pool (servers x slots each); jobs: sweep processes running at once on
+    these cores; runs: runs in flight per job (default: the slots shared out over the jobs).
+    Only work that overlaps needs splitting: one run at a time alternates generation and embedding, so both
+    get every core. Runs in flight together get disjoint shares, since llama.cpp's and OpenMP's spinning
+    thread pools collapse when they outnumber the cores (decode fell from 77.6 to 0.3 tokens/s on 2 cores).
+    """
+    cores, slots, servers, jobs = max(1, cores), max(1, slots), max(1, servers), max(1, jobs)
+    runs = max(1, runs if runs else math.ceil(slots / jobs))
+    in_flight = jobs * runs
+
+    def made(server_threads: Optional[int], torch: int, why: str) -> ThreadPlan:
+        return ThreadPlan(cores, jobs, runs, server_threads, torch, BLAS_THREADS, why, server_gpu and server_local, socket.gethostname())
+
+    if not server_local:
+        # The model runs elsewhere: the cores are the embedders', shared by every run that may embed at once.
+        return made(None, max(1, cores // in_flight), "model served elsewhere: the cores go to the embedders")
+    if server_gpu:
+        # Fully offloaded, llama-server's CPU threads only feed the GPU.
+        return made(1, max(1, (cores - servers) // in_flight), "model on the GPU: one CPU thread per server")
+    if in_flight == 1:
+        return made(cores, cores, "one run at a time: generation and embedding never overlap")
+    busy_servers = min(servers, in_flight)
+    if not embedder_on:
+        return made(max(1, cores // busy_servers), 1, "no dense tools: the cores go to the servers")
+    if cores == 1:
+        return made(1, 1, "one core: server and embedder take turns (oversubscribed)")
+    embed_share = max(1, cores // 4)  # embedding a query is short next to decoding a reply
+    per_server = max(1, (cores - embed_share) // busy_servers)
+    return made(per_server, max(1, embed_share // in_flight), "runs overlap: disjoint shares for servers and embedders")
+
+
+def preset_blas_env() -> None:
+    """One BLAS thread for every process searchbox starts from here on, before numpy loads (user settings win)."""
+    for name in BLAS_ENV:
+        os.environ.setdefault(name, str(BLAS_THREADS))
+
+
+def apply(p: ThreadPlan) -> None:
+    """Set this process's pools to the plan: environment for libraries not loaded yet, runtime calls for loaded ones."""
+    for name in BLAS_ENV:
+        os.environ[name] = str(p.blas_threads)
+    for name in TORCH_ENV:
+        os.environ[name] = str(p.torch_threads)
+    if "numpy" in sys.modules:
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=p.blas_threads, user_api="blas")
+        except ImportError:  # without threadpoolctl only processes started later follow the plan
+            pass
+    if "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(p.torch_threads)
+
+
+def exported() -> Optional[ThreadPlan]:
+    """The plan a sweep exported for its jobs, if it was made for this host (Slurm copies the environment across hosts)."""
+    text = os.environ.get(PLAN_ENV)
+    if not text:
+        return None
+    try:
+        p = ThreadPlan.from_env(text)
+    except (ValueError, TypeError):
+        return None
+    return p if p.host == socket.gethostname() else None
+
+
+def ray_assigned_cores() -> Optional[int]:
+    """Inside a Ray task: the CPUs Ray reserved for it (Ray runs no more tasks than it has CPUs for)."""
+    if "ray" not in sys.modules:
+        return None
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return None
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        return max(1, int(cpus)) if cpus else None
+    except Exception:  # not inside a worker, or an older Ray: plan from the affinity mask
+        return None
