@@ -58,7 +58,8 @@ class Report:
 # ---- locking and committing -------------------------------------------------------------------
 @contextlib.contextmanager
 def writer_lock(folder: Path) -> Iterator[None]:
-    """Exclusive, blocking, released by the kernel if the holder dies: one writer per index folder."""
+    """Exclusive, blocking, released by the kernel if the holder dies: one writer per index folder.
+    A failing disk inside (full, read-only) is the index backend's failure: BackendError."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -67,6 +68,8 @@ def writer_lock(folder: Path) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    except OSError as exc:
+        raise BackendError(f"index {folder}: cannot write ({exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''})") from exc
     finally:
         os.close(fd)  # closing drops the flock
 
@@ -354,7 +357,7 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
                 vecs = np.load(staging / seg["files"]["vectors"]["name"], mmap_mode="r")
                 ann_rec = _build_ann(staging, gen, [(np.arange(seg["rows"]), vecs)], dim, ann)
             src = {"path": str(source), "kind": kind, "content_sha256": digest}
-            state = _state(src, embedder, chunking, dim, gen, [seg], tables, ann_rec, files)
+            state = _state(src, embedder, chunking, dim, gen, [seg] if seg["rows"] else [], tables, ann_rec, files)
             _commit(folder, staging, state)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -25,7 +25,7 @@ def identity_of(config: dict) -> str:
 
 def record(config: dict, key: str) -> dict:
     """What state.json keeps about the embedder."""
-    return {"key": key, "model": config.get("embed_model") or f"hash-{config.get('dim')}", "config": config}
+    return {"key": key, "model": config.get("embed_model") or f"{config.get('embedder')}-{config.get('dim')}", "config": config}
 
 
 def encoder_for(config: dict, device: str = "cpu", batch_size: int = 64, cache: bool = True) -> CachedEncoder:

@@ -278,6 +278,8 @@ class Index:
     def dense_scores(self, q: np.ndarray, rows: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cosine) over the live rows, or over the given rows."""
         q = np.asarray(q, dtype=np.float32)
+        if not self.live_rows:  # an index of nothing (empty or binary-only source): no dimension to match
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if rows is not None:
             return rows, self.vectors(rows) @ q if len(rows) else np.zeros(0, np.float32)
         if len(self.segments) == 1:
