@@ -89,6 +89,7 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=4)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--endpoint", default=None, help="model endpoint (default: $LLAMA_URL, else the embedded llama-server)")
+    parser.add_argument("--server-bin", default=None, help="llama-server binary for the embedded server (default: PATH or the cached build)")
     parser.add_argument("--skip-model", action="store_true", help="only the keyword control")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     args = parser.parse_args()
@@ -111,6 +112,7 @@ def main() -> int:
         from searchbox.run import endpoint_for
 
         cfg = ScoutConfig(policy="model", budget=args.budget)
+        cfg.model.server_bin = args.server_bin
         with endpoint_for(cfg, args.endpoint) as url:
             from searchbox.llm import ChatClient
 

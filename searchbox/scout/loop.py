@@ -237,7 +237,7 @@ class Scout:
                          "files": identity["files"], "bytes": identity["bytes"]},
             **self.extra,
         }
-        rec = _open_recorder(self.run_dir, run_id, meta)
+        rec = record.Recorder(self.run_dir, record.RunRecord.from_dict(meta))
         record.write_meta(self.run_dir, meta)
         result = ScoutResult("budget_exhausted", run_dir=str(self.run_dir))
         references: list[Reference] = []
@@ -338,14 +338,6 @@ class Scout:
             "elapsed_ms": (time.monotonic() - t0) * 1000, "ended_by": ended_by,
         })
         return status
-
-
-def _open_recorder(run_dir: Path, run_id: str, meta: dict) -> record.Recorder:
-    """The shared Recorder; it takes a typed RunRecord where record.py has one, a run id before that."""
-    run_record = getattr(record, "RunRecord", None)
-    if run_record is not None:
-        return record.Recorder(run_dir, run_record.from_dict({**meta, "run_id": run_id}))
-    return record.Recorder(run_dir, run_id)
 
 
 def run_scout(cfg: ScoutConfig, query: str, repo: Path | str, run_dir: Path | str, endpoint: Optional[str] = None,
