@@ -72,10 +72,9 @@ def probe_failure() -> str:
     """Why the box cannot be built on this machine ('' when it can): runs the real argv once on a scratch run."""
     if not shutil.which("bwrap"):
         return "bwrap not found"
-    if not _as_root() and not shutil.which("prlimit"):
-        return "prlimit (util-linux) not found"
-    if _as_root() and not (shutil.which("setpriv") and shutil.which("prlimit")):
-        return "setpriv/prlimit (util-linux) not found"
+    missing = [tool for tool in ("prlimit", "setpriv" if _as_root() else "") if tool and not shutil.which(tool)]
+    if missing:
+        return f"{' and '.join(missing)} (util-linux) not found"
     scratch = Path(tempfile.mkdtemp(prefix="searchbox-probe-"))
     try:
         work = scratch / "work"
