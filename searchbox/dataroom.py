@@ -72,28 +72,45 @@ def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLim
         _remove_unfollowed(partial)
         raise
     os.replace(partial, ws.dataroom)
-    _make_read_only(ws.dataroom)
-    digest = hashlib.sha256()
-    for rel, size, file_hash in sorted(entries):
-        digest.update(f"{rel}\0{size}\0{file_hash}\n".encode("utf-8", "surrogateescape"))
+    make_read_only(ws.dataroom)
     ws.files = sorted(rel for rel, _, _ in entries)
     ws.total_bytes = sum(size for _, size, _ in entries)
-    ws.sha256 = digest.hexdigest()
+    ws.sha256 = content_digest(entries)
     return ws
 
 
-def dataroom_hash(source: Path | str | None) -> str:
-    """Content hash of a dataroom source without extracting it (zip: entry CRCs; folder: bytes)."""
-    src = Path(source) if source else builtin_dataroom()
+def content_digest(entries) -> str:
+    """The dataroom's content identity: sorted (relative path, size, SHA-256) of every file it holds."""
     digest = hashlib.sha256()
+    for rel, size, file_hash in sorted(entries):
+        digest.update(f"{rel}\0{size}\0{file_hash}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def source_identity(source: Path | str | None, limits: DataroomLimits | None = None) -> str:
+    """The content identity a run would see, read from a zip or folder without writing anything.
+
+    The same refusals and caps as extraction apply (a hostile archive is refused, not hashed), so
+    it equals `open_workspace(...).sha256` for every source that can be opened.
+    """
+    limits = limits or DataroomLimits()
+    src = Path(source) if source else builtin_dataroom()
     if src.is_dir():
-        for path in sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink()):
-            digest.update(str(path.relative_to(src)).encode("utf-8", "surrogateescape"))
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    else:
+        entries = [(rel, size, _hash_file(path)) for path, rel, size in _folder_members(src, limits)]
+    elif src.exists() and zipfile.is_zipfile(src):
         with open_zip(src) as zf:
-            for info in sorted(zf.infolist(), key=lambda i: i.filename):
-                digest.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\n".encode("utf-8", "surrogateescape"))
+            counter = [0]
+            entries = [("/".join(rel), *_stream(zf, info, limits, counter)) for info, rel in _zip_members(zf, src, limits)]
+    else:
+        raise DataroomError(f"dataroom not found: {src}" if not src.exists() else f"{src}: not a zip archive or a folder")
+    return content_digest(entries)
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
     return digest.hexdigest()
 
 
@@ -120,61 +137,74 @@ def _entry_parts(name: str) -> tuple[str, ...]:
     return parts
 
 
+def _zip_members(zf: zipfile.ZipFile, src: Path, limits: DataroomLimits) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:
+    """The archive's files with the path each lands on, after every check that needs no decompression."""
+    infos = zf.infolist()
+    files: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
+    declared = packed = 0
+    for info in infos:
+        parts = _entry_parts(info.filename)
+        # Unix mode bits live in the high word; only their file-type part matters here.
+        ftype = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
+        if ftype == stat.S_IFLNK:
+            raise DataroomError(f"refused entry {info.filename!r}: symbolic link")
+        if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
+            raise DataroomError(f"refused entry {info.filename!r}: special file")
+        if info.is_dir() or not parts:
+            continue
+        if info.file_size > limits.max_file_bytes:
+            raise DataroomError(f"refused entry {info.filename!r}: {info.file_size} bytes exceeds max_file_bytes={limits.max_file_bytes}")
+        if info.file_size > RATIO_MIN_BYTES and info.file_size / max(info.compress_size, 1) > limits.max_ratio:
+            raise DataroomError(f"refused entry {info.filename!r}: compression ratio above {limits.max_ratio:g} (zip bomb?)")
+        declared += info.file_size
+        packed += info.compress_size
+        files.append((info, parts))
+    if len(files) > limits.max_files:
+        raise DataroomError(f"refused {src.name}: {len(files)} files exceeds max_files={limits.max_files}")
+    if declared > limits.max_bytes:
+        raise DataroomError(f"refused {src.name}: {declared} bytes exceeds max_bytes={limits.max_bytes}")
+    # Many small entries each under RATIO_MIN_BYTES add up: judge the archive as a whole too.
+    if declared > RATIO_MIN_BYTES and declared / max(packed, 1) > limits.max_ratio:
+        raise DataroomError(f"refused {src.name}: {declared} bytes from {packed} compressed, "
+                            f"total compression ratio above {limits.max_ratio:g} (zip bomb?)")
+    strip = _wrapper_prefix([p for _, p in files])
+    _refuse_collisions([(info.filename, parts[strip:]) for info, parts in files])
+    return [(info, parts[strip:]) for info, parts in files]
+
+
+def _stream(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: DataroomLimits, counter: list[int], sink=None) -> tuple[int, str]:
+    """(size, SHA-256) of one entry as it inflates, written to `sink` if given; declared sizes can lie, so
+    what actually comes out is counted against the caps (counter[0] runs over the whole archive)."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with zf.open(info) as fh:
+            while chunk := fh.read(1 << 16):
+                size += len(chunk)
+                counter[0] += len(chunk)
+                if size > limits.max_file_bytes or counter[0] > limits.max_bytes:
+                    raise DataroomError(f"refused entry {info.filename!r}: expands past the size caps (zip bomb?)")
+                digest.update(chunk)
+                if sink is not None:
+                    sink.write(chunk)
+    except DataroomError:
+        raise
+    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise DataroomError(f"refused entry {info.filename!r}: cannot extract ({exc})") from exc
+    return size, digest.hexdigest()
+
+
 def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
     with open_zip(src) as zf:
-        infos = zf.infolist()
-        files: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
-        declared = packed = 0
-        for info in infos:
-            parts = _entry_parts(info.filename)
-            # Unix mode bits live in the high word; only their file-type part matters here.
-            ftype = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
-            if ftype == stat.S_IFLNK:
-                raise DataroomError(f"refused entry {info.filename!r}: symbolic link")
-            if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
-                raise DataroomError(f"refused entry {info.filename!r}: special file")
-            if info.is_dir() or not parts:
-                continue
-            if info.file_size > limits.max_file_bytes:
-                raise DataroomError(f"refused entry {info.filename!r}: {info.file_size} bytes exceeds max_file_bytes={limits.max_file_bytes}")
-            if info.file_size > RATIO_MIN_BYTES and info.file_size / max(info.compress_size, 1) > limits.max_ratio:
-                raise DataroomError(f"refused entry {info.filename!r}: compression ratio above {limits.max_ratio:g} (zip bomb?)")
-            declared += info.file_size
-            packed += info.compress_size
-            files.append((info, parts))
-        if len(files) > limits.max_files:
-            raise DataroomError(f"refused {src.name}: {len(files)} files exceeds max_files={limits.max_files}")
-        if declared > limits.max_bytes:
-            raise DataroomError(f"refused {src.name}: {declared} bytes exceeds max_bytes={limits.max_bytes}")
-        # Many small entries each under RATIO_MIN_BYTES add up: judge the archive as a whole too.
-        if declared > RATIO_MIN_BYTES and declared / max(packed, 1) > limits.max_ratio:
-            raise DataroomError(f"refused {src.name}: {declared} bytes from {packed} compressed, "
-                                f"total compression ratio above {limits.max_ratio:g} (zip bomb?)")
-        strip = _wrapper_prefix([p for _, p in files])
-        _refuse_collisions([(info.filename, parts[strip:]) for info, parts in files])
-        entries = []
-        written = 0
-        for info, parts in files:
-            rel_parts = parts[strip:]
+        entries, counter = [], [0]
+        for info, rel_parts in _zip_members(zf, src, limits):
             target = dest.joinpath(*rel_parts)
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                digest = hashlib.sha256()
-                size = 0
-                # Declared sizes can lie: count what actually comes out and stop at the caps.
-                with zf.open(info) as fh, open(target, "wb") as out:
-                    while chunk := fh.read(1 << 16):
-                        size += len(chunk)
-                        written += len(chunk)
-                        if size > limits.max_file_bytes or written > limits.max_bytes:
-                            raise DataroomError(f"refused entry {info.filename!r}: expands past the size caps (zip bomb?)")
-                        digest.update(chunk)
-                        out.write(chunk)
-            except DataroomError:
-                raise
-            except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as exc:
+                with open(target, "wb") as out:
+                    size, sha = _stream(zf, info, limits, counter, out)
+            except OSError as exc:
                 raise DataroomError(f"refused entry {info.filename!r}: cannot extract ({exc})") from exc
-            entries.append(("/".join(rel_parts), size, digest.hexdigest()))
+            entries.append(("/".join(rel_parts), size, sha))
         return entries
 
 
@@ -203,27 +233,42 @@ def _wrapper_prefix(all_parts: list[tuple[str, ...]]) -> int:
     return 1 if len({p[0] for p in all_parts}) == 1 else 0
 
 
-def _copy_folder(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
-    entries = []
-    total = 0
+def _folder_members(src: Path, limits: DataroomLimits) -> list[tuple[Path, str, int]]:
+    """(path, relative path, size) of the regular files a folder contributes; links and special files never are."""
+    members, total = [], 0
     for root, dirs, names in os.walk(src, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(root, d)))
         for name in sorted(names):
             path = Path(root) / name
             st = path.lstat()
             if not stat.S_ISREG(st.st_mode):
-                continue  # symlinks and special files are never followed into the dataroom
+                continue
             rel = path.relative_to(src)
             total += st.st_size
-            if len(entries) + 1 > limits.max_files:
+            if len(members) + 1 > limits.max_files:
                 raise DataroomError(f"refused {src}: more than max_files={limits.max_files} files")
             if st.st_size > limits.max_file_bytes or total > limits.max_bytes:
                 raise DataroomError(f"refused {rel}: exceeds the size caps")
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-            entries.append((rel.as_posix(), st.st_size, hashlib.sha256(target.read_bytes()).hexdigest()))
+            members.append((path, rel.as_posix(), st.st_size))
+    return members
+
+
+def _copy_folder(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
+    entries = []
+    for path, rel, size in _folder_members(src, limits):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        entries.append((rel, size, _hash_file(target)))
     return entries
+
+
+def rescan(ws: Workspace, limits: DataroomLimits) -> None:
+    """Recount an extracted dataroom's files, bytes and content identity (after distractors were mixed in)."""
+    entries = [(rel, size, _hash_file(path)) for path, rel, size in _folder_members(ws.dataroom, limits)]
+    ws.files = sorted(rel for rel, _, _ in entries)
+    ws.total_bytes = sum(size for _, size, _ in entries)
+    ws.sha256 = content_digest(entries)
 
 
 def _set_modes(root: Path, dir_mode: int, file_mode: int) -> None:
@@ -254,7 +299,8 @@ def _set_modes(root: Path, dir_mode: int, file_mode: int) -> None:
     os.chmod(root, dir_mode)
 
 
-def _make_read_only(root: Path) -> None:
+def make_read_only(root: Path) -> None:
+    """The dataroom's modes: nothing in it can be written, by the agent or by accident."""
     _set_modes(root, 0o555, 0o444)
 
 

@@ -2,88 +2,36 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import stat
-import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Optional
 
 from .config import RunConfig, stable_hash
+from .dataroom import source_identity
 from .errors import DataroomError
 from .paths import cache_dir
 from .record import Served
 
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}  # never part of a dataroom (dataroom.py skips them too)
 _HASH_CACHE: dict[tuple, str] = {}
 
 
-def content_digest(entries) -> str:
-    """The dataroom content hash: sorted (relative path, size, SHA-256) of every file (as open_workspace records it)."""
-    digest = hashlib.sha256()
-    for rel, size, file_hash in sorted(entries):
-        digest.update(f"{rel}\0{size}\0{file_hash}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
-
-
 def dataroom_identity(source: Path | str) -> str:
-    """The content hash of a zip or folder without extracting it; equal to the extracted Workspace.sha256.
+    """The content hash a run of this source would record (dataroom.source_identity).
 
-    Cached per (path, size, mtime) for the process, since a sweep asks once per grid point.
+    An archive's is cached per (path, size, mtime) for the process; a folder is read again each time,
+    since a file inside can change without its folder's mtime moving.
     """
     src = Path(source)
     try:
         st = src.stat()
     except OSError as exc:
         raise DataroomError(f"dataroom not found: {src}") from exc
+    if src.is_dir():
+        return source_identity(src)
     key = (str(src.resolve()), st.st_size, st.st_mtime_ns)
     if key not in _HASH_CACHE:
-        _HASH_CACHE[key] = content_digest(folder_entries(src) if src.is_dir() else _zip_entries(src))
+        _HASH_CACHE[key] = source_identity(src)
     return _HASH_CACHE[key]
-
-
-def folder_entries(src: Path) -> list[tuple[str, int, str]]:
-    out = []
-    for root, dirs, names in os.walk(src, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(root, d)))
-        for name in names:
-            path = Path(root) / name
-            st = path.lstat()
-            if stat.S_ISREG(st.st_mode):
-                out.append((path.relative_to(src).as_posix(), st.st_size, _file_sha(path)))
-    return out
-
-
-def _file_sha(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _zip_entries(src: Path) -> list[tuple[str, int, str]]:
-    try:
-        with zipfile.ZipFile(src) as zf:
-            files = []
-            for info in zf.infolist():
-                parts = tuple(p for p in PurePosixPath(info.filename.replace("\\", "/")).parts if p not in ("", "."))
-                if info.is_dir() or not parts:
-                    continue
-                files.append((info, parts))
-            strip = 1 if files and all(len(p) >= 2 for _, p in files) and len({p[0] for _, p in files}) == 1 else 0
-            out = []
-            for info, parts in files:
-                digest, size = hashlib.sha256(), 0
-                with zf.open(info) as fh:
-                    while block := fh.read(1 << 20):
-                        digest.update(block)
-                        size += len(block)
-                out.append(("/".join(parts[strip:]), size, digest.hexdigest()))
-            return out
-    except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError) as exc:
-        raise DataroomError(f"{src}: unreadable zip ({exc})") from exc
 
 
 def gguf_sha256(path: Optional[str]) -> Optional[str]:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional
 from . import __version__
 from .agent import Agent, read_answer
 from .config import RunConfig
-from .dataroom import Workspace, make_writable, open_workspace
+from .dataroom import Workspace, make_read_only, make_writable, open_workspace, rescan
 from .errors import SearchboxError
 from .identity import dataroom_identity, run_key, served_identity
 from .llm import ChatClient, parse_metrics
@@ -76,22 +76,14 @@ def _add_noise(cfg: RunConfig, ws: Workspace) -> list[dict]:
     if cfg.noise.ratio <= 0:
         return []
     from . import noise
-    from .identity import content_digest, folder_entries
 
-    sizes = [(rel, (ws.dataroom / rel).stat().st_size) for rel in ws.files]
-    plan = noise.plan(cfg.noise, sizes)
+    plan = noise.plan(cfg.noise, [(rel, (ws.dataroom / rel).stat().st_size) for rel in ws.files])
     make_writable(ws.dataroom)
     try:
         added = noise.apply(ws.dataroom, plan)
     finally:
-        for path in sorted(ws.dataroom.rglob("*"), reverse=True):
-            if not path.is_symlink():
-                path.chmod(0o555 if path.is_dir() else 0o444)
-        ws.dataroom.chmod(0o555)
-    entries = folder_entries(ws.dataroom)
-    ws.files = sorted(rel for rel, _, _ in entries)
-    ws.total_bytes = sum(size for _, size, _ in entries)
-    ws.sha256 = content_digest(entries)
+        make_read_only(ws.dataroom)
+    rescan(ws, cfg.limits)
     return added
 
 

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from searchbox.config import DataroomLimits
-from searchbox.dataroom import chunk_text, dataroom_hash, list_files, make_writable, open_workspace
+from searchbox.dataroom import chunk_text, source_identity, list_files, make_writable, open_workspace
 from searchbox.errors import DataroomError
 
 
@@ -96,7 +96,7 @@ def test_non_utf8_names_and_contents(tmp_path):
         zf.writestr("ok.txt", "plain")
     ws = open_workspace(tmp_path / "run", archive)
     assert len(ws.files) == 2
-    assert dataroom_hash(archive) == dataroom_hash(archive)
+    assert source_identity(archive) == source_identity(archive)
 
 
 def test_folder_source_skips_symlinks(tmp_path):
@@ -183,7 +183,7 @@ def _utf8_flag_with_bad_bytes(path):
 
 def test_invalid_utf8_name_is_a_one_line_refusal(tmp_path):
     archive = _utf8_flag_with_bad_bytes(tmp_path / "bad.zip")
-    for call in (lambda: open_workspace(tmp_path / "run", archive), lambda: dataroom_hash(archive)):
+    for call in (lambda: open_workspace(tmp_path / "run", archive), lambda: source_identity(archive)):
         with pytest.raises(DataroomError, match="not valid UTF-8") as err:
             call()
         assert "\n" not in str(err.value)
