@@ -44,11 +44,7 @@ def _threads() -> str:
     from .threads import available_cores, plan
 
     cores = available_cores()
-    serial = plan(cores, 1, True)
-    two = plan(cores, 2, True)
-    return (f"{cores} cores (affinity). 1 slot: llama-server -t {serial.server_threads}, torch {serial.torch_threads}, "
-            f"BLAS {serial.blas_threads}. model.parallel=2: 2 runs in flight, llama-server -t {two.server_threads}, "
-            f"torch {two.torch_threads}, BLAS {two.blas_threads} ({two.why})")
+    return f"1 slot: {plan(cores, 1, True).describe()}. model.parallel=2: {plan(cores, 2, True).describe()}"
 
 
 def _model() -> str:

@@ -206,25 +206,38 @@ def job_endpoints(cfg: RunConfig, sc: SweepConfig) -> Iterator[tuple[list[Option
     given = list(cfg.model.endpoints) or [u for u in [cfg.model.endpoint] if u]
     given = given or [u for u in os.environ.get(ENDPOINTS_ENV, "").split(",") if u] or [u for u in [os.environ.get("LLAMA_URL")] if u]
     if given:
-        slots = max(1, len(given) * cfg.model.parallel)
-        if base and base.server_threads is not None:  # the sweep's own servers: keep the plan they were started with
-            p = threads.plan(cores, slots, embeds, servers=cfg.model.servers, jobs=jobs, runs=sc.sweep.workers, server_gpu=base.server_gpu)
-            p = dataclasses.replace(p, server_threads=base.server_threads)
+        if base and base.server_threads is not None:  # the sweep's own servers: the plan they were started with
+            p = dataclasses.replace(base, runs=sc.sweep.workers) if sc.sweep.workers else base
         else:
-            p = threads.plan(cores, slots, embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False)
+            p = threads.plan(cores, max(1, len(given) * cfg.model.parallel), embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False)
         yield given, p
         return
-    from .llama import find_server, server_devices, start_servers, stop_servers
+    from .llama import stop_servers
 
-    binary = find_server(cfg.model.server_bin)
-    gpu = bool(binary and server_devices(binary))
-    p = threads.plan(cores, cfg.model.servers * cfg.model.parallel, embeds, servers=cfg.model.servers, jobs=jobs,
-                     runs=sc.sweep.workers, server_gpu=gpu)
-    servers = start_servers(cfg.model, cfg.model.servers, p.server_threads)
+    p = embedded_plan(cfg.model, cores, embeds, jobs, sc.sweep.workers)
+    servers = start_embedded(cfg.model, p)
     try:
         yield [srv.url for srv in servers], p
     finally:
         stop_servers(servers)
+
+
+def embedded_plan(model: ModelConfig, cores: int, embeds: bool, jobs: int, workers: Optional[int]) -> threads.ThreadPlan:
+    """The thread plan (and server layout) for the embedded default's model.servers x model.parallel slots."""
+    from .llama import GPU_LAYER_FLAGS, THREAD_FLAGS, find_server, server_devices
+
+    binary = find_server(model.server_bin)
+    gpu = bool(binary and server_devices(binary))
+    # Threads set by hand, or weights not mmap'd (each process would hold its own copy): keep the asked layout.
+    by_hand = any(a in (*THREAD_FLAGS, *GPU_LAYER_FLAGS, "--no-mmap", "--mlock") for a in model.server_args)
+    return threads.plan(cores, model.servers * model.parallel, embeds, servers=model.servers, jobs=jobs, runs=workers,
+                        server_gpu=gpu, may_split=not by_hand)
+
+
+def start_embedded(model: ModelConfig, p: threads.ThreadPlan) -> list:
+    from .llama import start_servers
+
+    return start_servers(dataclasses.replace(model, parallel=p.slots_per_server), p.servers, p.server_threads)
 
 
 @dataclass
@@ -297,8 +310,11 @@ def _dispatch(todo: list, workers: int, attempt: Callable[..., Outcome], on_done
         raise error
 
 
-def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict:
-    """Run every question under this grid point on the job's endpoint pool; return counts."""
+def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num: int = 0) -> dict:
+    """Run every question under this grid point on the job's endpoint pool; return counts.
+
+    job_num spreads jobs running at once over a shared pool: each starts with a different endpoint first
+    (the pools of separate processes cannot see each other's load)."""
     from .agent import INFRA_STOPS
     from .collect import DONE, collect, write
     from .dataroom import builtin_dataroom, make_writable
@@ -328,7 +344,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str]) -> dict
     with job_endpoints(cfg, sc) as (urls, plan):
         # What serves this job is part of every run key: another model behind the same URL is another run.
         # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
-        pool, served = open_pool(urls, cfg, cfg.model.parallel)
+        first = job_num % len(urls)
+        pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
         todo = []
         for q in questions:
             key = run_key(cfg, q.id, q.question, data_id, served)
@@ -412,7 +429,7 @@ def _task(cfg) -> dict:
     if not sweep_dir.is_absolute():  # a launcher's worker (Ray) may start elsewhere: relative to where the sweep was launched
         sweep_dir = Path(hc.runtime.cwd) / sweep_dir
     logging.getLogger("httpx").setLevel(logging.WARNING)  # again here: launchers' workers configure logging afresh
-    return run_job(sc, sweep_dir, list(hc.overrides.task))
+    return run_job(sc, sweep_dir, list(hc.overrides.task), int(hc.job.num) if multirun else 0)
 
 
 try:
@@ -449,14 +466,16 @@ class SweepCallback(_Callback):
         self.servers: list = []
         self.exported: list[str] = []
 
+    def __getstate__(self) -> dict:
+        # Ray and submitit pickle the callbacks with every job: the server processes stay with the sweep.
+        return {"servers": [], "exported": []}
+
     def _export(self, name: str, value: str) -> None:
         os.environ[name] = value  # jobs (local launchers' workers, started later) inherit it
         self.exported.append(name)
 
     def on_multirun_start(self, config, **kwargs) -> None:
         from omegaconf import OmegaConf
-
-        from .llama import find_server, server_devices, start_servers
 
         # The grid: sweeper params from the config (experiments), overridden by the command line.
         params = config.hydra.sweeper.get("params")
@@ -484,15 +503,12 @@ class SweepCallback(_Callback):
                              server_local=False)
             self._export(threads.PLAN_ENV, p.to_env())
             return
-        binary = find_server(model_cfg.server_bin)
-        gpu = bool(binary and server_devices(binary))
-        slots = model_cfg.servers * model_cfg.parallel
-        p = threads.plan(cores, slots, embeds, servers=model_cfg.servers, jobs=jobs_here, runs=workers, server_gpu=gpu)
-        self.servers = start_servers(model_cfg, model_cfg.servers, p.server_threads)
+        p = embedded_plan(model_cfg, cores, embeds, jobs_here, workers)
+        self.servers = start_embedded(model_cfg, p)
         self._export(threads.PLAN_ENV, p.to_env())
         self._export(ENDPOINTS_ENV, ",".join(srv.url for srv in self.servers))
         self._export("LLAMA_URL", self.servers[0].url)
-        print(f"[sweep] embedded llama-server at {', '.join(srv.url for srv in self.servers)} ({model_cfg.parallel} slots each); "
+        print(f"[sweep] embedded llama-server at {', '.join(srv.url for srv in self.servers)} ({p.slots_per_server} slot(s) each); "
               f"threads: {p.describe()}", file=sys.stderr, flush=True)
 
     def on_multirun_end(self, config, **kwargs) -> None:

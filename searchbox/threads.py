@@ -38,6 +38,8 @@ class ThreadPlan:
     blas_threads: int  # OpenBLAS & co. in each job
     why: str
     server_gpu: bool = False  # the embedded servers offload every layer
+    servers: int = 1  # embedded llama-server processes to start
+    slots_per_server: int = 1
     host: str = ""
 
     @property
@@ -45,7 +47,11 @@ class ThreadPlan:
         return self.jobs * self.runs
 
     def describe(self) -> str:
-        server = f"llama-server -t {self.server_threads}" if self.server_threads else "llama-server threads: its own (external)"
+        if self.server_threads is None:
+            server = "llama-server threads: its own (external)"
+        else:
+            layout = f" x{self.servers}" if self.servers > 1 else ""
+            server = f"llama-server{layout} ({self.slots_per_server} slot(s), -t {self.server_threads}{' each' if layout else ''})"
         return (f"{self.cores} cores: {self.jobs} job(s) x {self.runs} run(s) in flight, {server}, torch {self.torch_threads}, "
                 f"BLAS {self.blas_threads} ({self.why})")
 
@@ -58,38 +64,52 @@ class ThreadPlan:
 
 
 def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: int = 1, runs: Optional[int] = None,
-         server_local: bool = True, server_gpu: bool = False) -> ThreadPlan:
+         server_local: bool = True, server_gpu: bool = False, may_split: bool = True) -> ThreadPlan:
     """Share `cores` between the embedded llama-server(s) and the jobs' embedders, and size the runs in flight.
 
     slots: model slots in the whole pool (servers x slots each); jobs: sweep processes running at once on
     these cores; runs: runs in flight per job (default: the slots shared out over the jobs).
-    Only work that overlaps needs splitting: one run at a time alternates generation and embedding, so both
-    get every core. Runs in flight together get disjoint shares, since llama.cpp's and OpenMP's spinning
-    thread pools collapse when they outnumber the cores (decode fell from 77.6 to 0.3 tokens/s on 2 cores).
+
+    One core is always left to the harness, its tools and whatever else runs on the machine: llama.cpp's
+    and OpenMP's pools wait for every thread at each step, so a pool as wide as the machine stalls whenever
+    anything else is scheduled (on a busy 2-core box llama-server -t 2 decoded 3-8 tokens/s, -t 1 28-47,
+    and -tb 2 prefilled slower than -tb 1). Runs in flight together get disjoint shares (a torch embedding
+    beside a generating server collapsed decode from 77.6 to 0.3 tokens/s); one run at a time alternates
+    generation and embedding, so both get the same share. When the servers' share is under two threads per
+    slot, the slots are spread over single-threaded server processes, one per core at most (may_split: one
+    server asked for, on the CPU, weights mmap'd so the processes share them): processes need no barrier
+    between them, so two slots use two cores where one 1-thread server with two slots uses one.
     """
     cores, slots, servers, jobs = max(1, cores), max(1, slots), max(1, servers), max(1, jobs)
     runs = max(1, runs if runs else math.ceil(slots / jobs))
     in_flight = jobs * runs
+    spare = cores - 1 if cores > 1 else 1  # what the pools may use between them
+    per_server_slots = max(1, slots // servers)
 
-    def made(server_threads: Optional[int], torch: int, why: str) -> ThreadPlan:
-        return ThreadPlan(cores, jobs, runs, server_threads, torch, BLAS_THREADS, why, server_gpu and server_local, socket.gethostname())
+    def made(budget: Optional[int], torch: int, why: str, n: int = servers, each: int = per_server_slots) -> ThreadPlan:
+        threads = None if budget is None else max(1, budget // min(n, in_flight))
+        return ThreadPlan(cores, jobs, runs, threads, torch, BLAS_THREADS, why, server_gpu and server_local, n, each, socket.gethostname())
 
     if not server_local:
         # The model runs elsewhere: the cores are the embedders', shared by every run that may embed at once.
         return made(None, max(1, cores // in_flight), "model served elsewhere: the cores go to the embedders")
     if server_gpu:
         # Fully offloaded, llama-server's CPU threads only feed the GPU.
-        return made(1, max(1, (cores - servers) // in_flight), "model on the GPU: one CPU thread per server")
+        return made(min(servers, in_flight), max(1, (cores - servers) // in_flight), "model on the GPU: one CPU thread per server")
     if in_flight == 1:
-        return made(cores, cores, "one run at a time: generation and embedding never overlap")
-    busy_servers = min(servers, in_flight)
+        return made(spare, spare, "one run at a time: generation and embedding take turns; one core left to the rest")
     if not embedder_on:
-        return made(max(1, cores // busy_servers), 1, "no dense tools: the cores go to the servers")
-    if cores == 1:
-        return made(1, 1, "one core: server and embedder take turns (oversubscribed)")
-    embed_share = max(1, cores // 4)  # embedding a query is short next to decoding a reply
-    per_server = max(1, (cores - embed_share) // busy_servers)
-    return made(per_server, max(1, embed_share // in_flight), "runs overlap: disjoint shares for servers and embedders")
+        budget, torch, why = spare, 1, "no dense tools: the cores go to the servers; one left to the rest"
+    elif cores <= 2:
+        budget, torch, why = 1, 1, "runs overlap on 1-2 cores: one thread for the servers, one per embedding"
+    else:
+        embed_share = max(1, cores // 4)  # embedding a query is short next to decoding a reply
+        budget, torch, why = max(1, spare - embed_share), max(1, embed_share // in_flight), "runs overlap: disjoint shares for servers and embedders"
+    if may_split and servers == 1 and slots > 1 and budget < 2 * slots:
+        # Single-threaded processes never wait on each other, so together they may take every core.
+        n = min(slots, cores)
+        return made(n, torch, why + "; single-threaded servers instead of one wider pool", n=n, each=math.ceil(slots / n))
+    return made(budget, torch, why)
 
 
 def preset_blas_env() -> None:

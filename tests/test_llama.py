@@ -13,6 +13,7 @@ import pytest
 
 from searchbox import llama
 from searchbox.errors import SetupError
+from searchbox.threads import available_cores, plan
 
 
 def _llama_pids() -> set[int]:
@@ -193,6 +194,6 @@ def test_sweep_on_two_embedded_servers_sized_by_the_thread_plan(tmp_path, real_h
     assert "2 runs in flight" in proc.stderr and "[sweep] 4/4 runs done" in proc.stderr
     for url in runs["served_endpoint"].unique():  # each server ran with the plan's threads (2 servers share the cores)
         log = max(llama.cache_dir("logs").glob(f"llama-server-*-{url.rsplit(':', 1)[1]}.log"), key=lambda p: p.stat().st_mtime)
-        cores = len(os.sched_getaffinity(0))
-        assert f"n_threads = {max(1, cores // 2)}" in log.read_text(errors="replace")
+        expected = plan(available_cores(), 2, False, servers=2).server_threads
+        assert f"n_threads = {expected}" in log.read_text(errors="replace")
     assert _llama_pids() <= before

@@ -14,16 +14,26 @@ from searchbox import threads
 from searchbox.threads import ThreadPlan, plan
 
 
-def test_one_run_at_a_time_gives_every_core_to_both_since_they_never_overlap():
+def test_one_run_at_a_time_shares_all_but_one_core_with_both_pools():
     p = plan(2, 1, True)
-    assert (p.runs, p.server_threads, p.torch_threads, p.blas_threads) == (1, 2, 2, 1)
+    assert (p.runs, p.server_threads, p.torch_threads, p.blas_threads) == (1, 1, 1, 1)
+    p = plan(8, 1, True)
+    assert (p.server_threads, p.torch_threads) == (7, 7)
+    assert plan(1, 1, True).server_threads == 1
 
 
-def test_two_slots_on_two_cores_split_server_and_embedder():
+def test_two_slots_on_two_cores_become_two_single_threaded_servers():
     p = plan(2, 2, True)
     assert (p.runs, p.server_threads, p.torch_threads, p.blas_threads) == (2, 1, 1, 1)
-    p = plan(2, 2, False)  # no dense tools: nothing to share with
-    assert (p.runs, p.server_threads, p.torch_threads) == (2, 2, 1)
+    assert (p.servers, p.slots_per_server) == (2, 1)
+    p = plan(2, 4, True)  # never more server processes than cores
+    assert (p.servers, p.slots_per_server, p.server_threads) == (2, 2, 1)
+    p = plan(2, 2, True, may_split=False)  # threads given by hand, or weights not mmap'd: the asked layout stays
+    assert (p.servers, p.slots_per_server, p.server_threads) == (1, 2, 1)
+    p = plan(16, 2, True)
+    assert (p.servers, p.server_threads, p.torch_threads) == (1, 11, 2)  # 4 cores to the embedders, one spare
+    p = plan(16, 4, False, servers=2)  # no dense tools: the servers share what is left
+    assert (p.runs, p.server_threads, p.torch_threads) == (4, 7, 1)
 
 
 def test_slots_are_shared_out_over_jobs_and_an_explicit_worker_count_wins():
@@ -40,20 +50,22 @@ def test_external_and_gpu_servers():
 
 
 @pytest.mark.parametrize("embeds", [True, False])
-def test_overlapping_runs_get_disjoint_shares(embeds):
+def test_pools_leave_a_core_spare_and_overlapping_runs_get_disjoint_shares(embeds):
     for cores, slots, servers, jobs in itertools.product([1, 2, 3, 4, 8, 16, 64], [1, 2, 3, 4, 8], [1, 2, 4], [1, 2, 4]):
         p = plan(cores, slots * servers, embeds, servers=servers, jobs=jobs)
         case = (cores, slots, servers, jobs, p)
         assert p.runs >= 1 and p.torch_threads >= 1 and p.server_threads >= 1 and p.blas_threads == 1, case
-        busy = min(servers, p.in_flight)
-        if p.in_flight == 1:
-            assert p.server_threads == cores and p.torch_threads == cores, case
+        assert p.servers * p.slots_per_server >= slots * servers and p.servers <= max(servers, cores), case
+        busy = min(p.servers, p.in_flight)
+        if p.servers > servers:  # spread over single-threaded processes, one per core at most
+            assert p.server_threads == 1 and p.servers <= cores, case
         elif cores > busy:
-            if embeds:  # the servers leave cores to the embedders, whose pools together stay within a quarter (or one each)
-                assert p.server_threads * busy <= cores - 1, case
-                assert p.torch_threads * p.in_flight <= max(p.in_flight, cores // 4), case
-            else:
-                assert p.server_threads * busy <= cores and p.torch_threads == 1, case
+            assert p.server_threads * busy <= cores - 1, case  # one core for the harness and the neighbours
+        if p.in_flight == 1:
+            assert p.server_threads == p.torch_threads == max(1, cores - 1), case
+        elif embeds and p.servers == servers and cores > 2 * busy:  # servers leave the embedders their quarter
+            assert p.torch_threads * p.in_flight <= max(p.in_flight, cores // 4), case
+            assert p.server_threads * busy + cores // 4 <= cores - 1 or p.server_threads == 1, case
 
 
 def test_exported_plan_is_used_only_on_its_own_host(monkeypatch):
@@ -90,5 +102,5 @@ print(json.dumps({"torch": torch.get_num_threads(), "blas": blas, "env": os.envi
 
 def test_describe_names_every_pool():
     text = plan(2, 2, True).describe()
-    assert "llama-server -t 1" in text and "torch 1" in text and "BLAS 1" in text and "2 run(s) in flight" in text
+    assert "llama-server x2 (1 slot(s), -t 1 each)" in text and "torch 1" in text and "BLAS 1" in text and "2 run(s) in flight" in text
     assert ThreadPlan.from_env(plan(2, 1, False).to_env()) == plan(2, 1, False)
