@@ -35,15 +35,25 @@ from searchbox.scout.tasks import load  # noqa: E402
 TASKS = ROOT / "benchmarks" / "scout_tasks" / "dev.json"
 
 
+# The example actions the constrained-JSON prompt shows (searchbox/scout/protocol.py): copying them verbatim is a tell.
+PROMPT_EXAMPLE = ({"pattern": "def parse_version", "glob": "*.py"}, {"glob": "src/**"})
+
+
 def choices(runs_dir: Path) -> dict:
-    """What a policy did: actions by name, refused actions by reason, over every run under runs_dir."""
-    actions, refused = collections.Counter(), collections.Counter()
-    for path in runs_dir.glob("*/tool_calls.parquet"):
-        calls = pd.read_parquet(path)
+    """What a policy did: actions by name, refused actions by reason, protocols, prompt-example copies, over every run."""
+    actions, refused, protocols = collections.Counter(), collections.Counter(), collections.Counter()
+    copied = 0
+    for run in sorted(runs_dir.iterdir()):
+        if not (run / "tool_calls.parquet").exists():
+            continue
+        calls = pd.read_parquet(run / "tool_calls.parquet")
         actions.update(calls["tool"])
+        copied += sum(json.loads(a) in PROMPT_EXAMPLE for a in calls["arguments"])
         for error in calls.loc[~calls["ok"], "error"]:
             refused[error.split(":")[0][:60] if "refused" not in error else error.split(" (")[0][:80]] += 1
-    return {"actions": dict(actions.most_common()), "refused": dict(refused.most_common(8))}
+        protocols[json.loads((run / "run_meta.json").read_text()).get("protocol", "")] += 1
+    return {"actions": dict(actions.most_common()), "refused": dict(refused.most_common(8)), "protocols": dict(protocols),
+            "prompt_example_copies": copied}
 
 
 def clean(value):
@@ -62,13 +72,21 @@ def run_policy(cfg: ScoutConfig, tasks, repos: Path, endpoint, limit, work: Path
     return {"summary": summary, "tasks": rows}
 
 
+def label(result: dict, model_label: str, budget: int) -> str:
+    model = result["policies"].get("model")
+    protocols = ", ".join(model["summary"]["choices"]["protocols"]) if model else "-"
+    return (f"keyword control vs {model_label} (temperature 0, seed 0, {protocols} protocol) on {result['machine']['cpus']} CPU cores, "
+            f"{budget} rounds of up to 3 actions; dev task set hand-labelled by the author of the scout (the evaluator is also "
+            "meant for unseen task sets)")
+
+
 def markdown(result: dict) -> str:
     summaries = [p["summary"] for p in result["policies"].values()]
     lines = [f"# Scout benchmark ({result['task_set']['name']}: {result['task_set']['tasks']} tasks, "
              f"{len(result['task_set']['repositories'])} repositories)", "",
              f"**Label:** {result['label']}", "", summary_line_table(summaries), ""]
-    lines += [f"- {s['policy']}: {s['wall_s']} s wall; actions {s['choices']['actions']}; refused {s['choices']['refused'] or 'none'}"
-              for s in summaries]
+    lines += [f"- {s['policy']}: {s['wall_s']} s wall; actions {s['choices']['actions']}; refused {s['choices']['refused'] or 'none'}; "
+              f"actions copied verbatim from the prompt's example: {s['choices']['prompt_example_copies']}" for s in summaries]
     lines += ["", "| task | " + " | ".join(result["policies"]) + " |", "|---|" + "---|" * len(result["policies"])]
     per_task = {name: {r["task_id"]: r for r in p["tasks"]} for name, p in result["policies"].items()}
     for task_id in next(iter(per_task.values())):
@@ -123,9 +141,7 @@ def main() -> int:
                                 "n_ctx": (props.get("default_generation_settings") or {}).get("n_ctx"),
                                 "build_info": props.get("build_info")}
             result["policies"]["model"] = run_policy(cfg, tasks, repos, url, args.limit, work)
-    result["label"] = (f"keyword control vs {model_label} (temperature 0, seed 0, constrained-JSON protocol when the template has no tool "
-                       f"calls) on {os.cpu_count()} CPU cores, {args.budget} rounds of up to 3 actions; dev task set hand-labelled by "
-                       "the author of the scout (the evaluator is also meant for unseen task sets)")
+    result["label"] = label(result, model_label, args.budget)
     result["note"] = ("SmolLM2-135M is far too small for this task and is expected to fail almost everywhere; the action counts "
                       "above show what it did instead (a model that never reads cannot cite: finish only accepts lines it read). "
                       "The keyword control (rare query terms -> grep -> read the best hit -> finish on the enclosing "
