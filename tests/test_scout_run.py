@@ -157,3 +157,22 @@ def test_long_reads_are_compacted_to_fit_the_context(tmp_path, repo):
     assert result.status == "completed" and result.references[0].start_line == 250
     assert any(m["role"] == "tool" and m["content"].startswith("[removed to save context") for m in last)
     assert json.loads((tmp_path / "run" / "run_meta.json").read_text())["compactions"] >= 1
+
+
+@pytest.mark.e2e
+def test_real_llama_server_speaks_the_action_array(tmp_path, real_home):
+    """llama-server compiles the 1-3 action array schema to a grammar and the bundled model's reply decodes."""
+    from searchbox import llama
+    from searchbox.run import endpoint_for
+
+    if llama.find_server() is None or llama.find_model() is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
+    repos, _ = make_repo(tmp_path)
+    c = ScoutConfig(budget=1)
+    with endpoint_for(c) as url:
+        result = run_scout(c, "Where are two numbers multiplied?", repos / "tiny", tmp_path / "run", url)
+    turns = pd.read_parquet(tmp_path / "run" / "turns.parquet")
+    assert result.status != "model_error", result.detail
+    assert list(turns["malformed"]) == [0] and turns["completion_tokens"][0] > 0  # the grammar held
+    meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
+    assert meta["protocol"] == "json" and 1 <= meta["tool_calls"] <= 3
