@@ -27,9 +27,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from searchbox import threads  # noqa: E402
 
 from searchbox.index import ann as ann_mod  # noqa: E402
 from searchbox.index.build import build, refresh  # noqa: E402
@@ -264,8 +267,8 @@ def markdown(r: dict) -> str:
     e, o, f, a = r["exact_10k"], r["open_100k"], r["refresh_5000"], r["ann_1m"]
     yes = lambda ok: "met" if ok else "MISSED"  # noqa: E731
     lines = ["# Persistent index benchmark", "",
-             f"{r['machine']['cpus']} cores ({r['machine']['platform']}), load average {r['machine']['load_before']} before / {r['machine']['load_after']} after "
-             "(the machine is shared with other agents); one run, every case side by side.", "",
+             f"{r['machine']['cpus']} cores ({r['machine']['platform']}), {r['machine']['blas_threads']} BLAS thread (as in runs), started {r['machine']['started']}; "
+             f"load average {r['machine']['load_before']} before / {r['machine']['load_after']} after (the machine is shared with other agents).", "",
              "| case | measure | result | target |", "|---|---|---|---|",
              f"| exact top-10, 10k x 384 (mmap) | p50 / p95 `Index.dense_top` | {e['index_dense_top_ms']['p50']} / {e['index_dense_top_ms']['p95']} ms "
              f"(bare numpy {e['bare_numpy_ms']['p50']} ms) | <= 2 ms: **{yes(e['met'])}** |",
@@ -276,6 +279,7 @@ def markdown(r: dict) -> str:
              f"| ANN, {a['rows']:,} x {a['dim']} ({a['library']}, {a['params']['dtype']}, M={a['params']['connectivity']}, "
              f"ef_add={a['params']['expansion_add']}, ef={a['params']['expansion_search']}) | build / p50 query / recall@10 vs exact / peak RSS | "
              f"{a['build_s']} s / {a['query_p50_ms']} ms / {a['recall@10_vs_exact']} / {a['peak_rss_mib']} MiB | reported |", "",
+             *([f"The ANN case was not rerun here: {a['reused']}.", ""] if a.get("reused") else []),
              f"ANN details: exact search over the same {a['rows']:,} vectors takes {a['exact_query_p50_ms']} ms per query (p50); "
              f"the saved graph is {a['graph_bytes'] / 2**20:.0f} MiB and opens as a memory-mapped view in {a['served_from_disk']['view_open_ms']} ms "
              f"(p50 query from the view {a['served_from_disk']['query_p50_ms']} ms, recall {a['served_from_disk']['recall@10_vs_exact']}). "
@@ -291,25 +295,35 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     parser.add_argument("--ann-rows", type=int, default=1_000_000)
+    parser.add_argument("--ann-from", type=Path, help="reuse the ANN case of an earlier index.json instead of rebuilding 1M vectors "
+                                                      "(it takes half an hour on two shared cores); the report says so")
     parser.add_argument("--ann-case", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--tmp", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ann_case:
         print(json.dumps(case_ann(args.ann_case, args.tmp)))
         return 0
+    threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.threads)
     tmp = Path(tempfile.mkdtemp(prefix="sb-index-bench-"))
     os.environ["SEARCHBOX_HOME"] = str(tmp / "home")
     rng = np.random.default_rng(0)
     result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                          "blas_threads": threads.BLAS_THREADS, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           "load_before": [round(x, 1) for x in os.getloadavg()]}}
     try:
         for name, case in (("exact_10k", case_exact), ("open_100k", case_open), ("refresh_5000", case_refresh)):
             t = time.monotonic()
             result[name] = case(tmp, rng)
             print(f"{name}: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
-        t = time.monotonic()
-        result["ann_1m"] = run_ann_subprocess(args.ann_rows, tmp)
-        print(f"ann: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
+        if args.ann_from:
+            earlier = json.loads(args.ann_from.read_text())
+            result["ann_1m"] = {**earlier["ann_1m"], "reused": f"measured in an earlier run of this script ({earlier['machine'].get('started', 'date not recorded')}, "
+                                                               f"load average {earlier['machine']['load_before'][0]} before / {earlier['machine']['load_after'][0]} after)"}
+        else:
+            t = time.monotonic()
+            result["ann_1m"] = run_ann_subprocess(args.ann_rows, tmp)
+            result["ann_1m"]["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            print(f"ann: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result["machine"]["load_after"] = [round(x, 1) for x in os.getloadavg()]

@@ -20,9 +20,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from searchbox import threads  # noqa: E402
 
 from searchbox.config import RetrievalConfig  # noqa: E402
 from searchbox.dataroom import open_workspace  # noqa: E402
@@ -56,6 +59,7 @@ def main() -> int:
         return 2
     if args.limit:
         questions = questions[: args.limit]
+    threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.threads)
     tmp = Path(tempfile.mkdtemp(prefix="sb-bench-"))
     os.environ["SEARCHBOX_HOME"] = str(tmp / "home")
     ws = open_workspace(tmp / "run", args.dataroom)

@@ -187,6 +187,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from ..threads import preset_blas_env
+
+    preset_blas_env()  # one BLAS thread, as in runs (searchbox.threads): before numpy loads
     args = parser().parse_args(argv)
     if getattr(args, "k", 1) < 1:
         print("searchbox: --k must be at least 1", file=sys.stderr)

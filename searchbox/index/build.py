@@ -321,10 +321,11 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
         prev = _existing_state(folder)
         if prev and not force and prev.get("segments") is not None and "source" in prev:
             try:
-                current = Index.open(folder)
-            except SearchboxError:
-                current = None
-            if current is not None and _same_spec(prev, embedder, chunking) and (ann is None or prev.get("ann")):
+                Index.open(folder).close()
+                current = True
+            except SearchboxError:  # damaged: rebuild
+                current = False
+            if current and _same_spec(prev, embedder, chunking) and (ann is None or prev.get("ann")):
                 same_content = expected_hash is not None and prev["source"].get("content_sha256") == expected_hash
                 if not same_content and expected_hash is None:
                     with source_folder(source, limits) as root:
