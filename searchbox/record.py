@@ -134,6 +134,7 @@ class RunRecord:
     server: dict = field(default_factory=dict)  # llama-server /metrics throughput
     retrieval: dict = field(default_factory=dict)
     grades: dict = field(default_factory=dict)
+    scout: dict = field(default_factory=dict)  # repository-search runs: the verified result (status, references)
 
     def to_dict(self) -> dict:
         return asdict(self)
