@@ -311,8 +311,13 @@ class LlamaServer:
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, progress: Progress = _say, threads: Optional[int] = None) -> "LlamaServer":
-        return cls(ensure_server(cfg.server_bin, progress), ensure_model(cfg.gguf, progress), cfg.ctx_size, cfg.parallel, cfg.server_args,
-                   threads=threads)
+        """One server of cfg.parallel slots; threads default to the thread plan for them (searchbox.threads)."""
+        binary = ensure_server(cfg.server_bin, progress)
+        if threads is None:
+            from .threads import available_cores, plan
+
+            threads = plan(available_cores(), cfg.parallel, True, server_gpu=bool(server_devices(binary)), may_split=False).server_threads
+        return cls(binary, ensure_model(cfg.gguf, progress), cfg.ctx_size, cfg.parallel, cfg.server_args, threads=threads)
 
     @property
     def url(self) -> str:

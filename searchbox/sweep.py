@@ -160,6 +160,13 @@ def count_jobs(overrides: list[str]) -> int:
     return total
 
 
+def swept_groups(overrides: list[str]) -> set[str]:
+    """Top-level config groups the grid varies (`model=a,b` or `model.temperature=0,1`; a list value is no sweep)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return {o.key_or_group.split(".")[0].split("/")[0] for o in OverridesParser.create().parse_overrides(overrides) if o.is_sweep_override()}
+
+
 class Progress:
     """One line per finished run: done/total, failures, ETA from this process's pace."""
 
@@ -229,9 +236,14 @@ def embedded_plan(model: ModelConfig, cores: int, embeds: bool, jobs: int, worke
     binary = find_server(model.server_bin)
     gpu = bool(binary and server_devices(binary))
     # Threads set by hand, or weights not mmap'd (each process would hold its own copy): keep the asked layout.
-    by_hand = any(a in (*THREAD_FLAGS, *GPU_LAYER_FLAGS, "--no-mmap", "--mlock") for a in model.server_args)
-    return threads.plan(cores, model.servers * model.parallel, embeds, servers=model.servers, jobs=jobs, runs=workers,
-                        server_gpu=gpu, may_split=not by_hand)
+    args = list(model.server_args)
+    by_hand = any(a in (*THREAD_FLAGS, *GPU_LAYER_FLAGS, "--no-mmap", "--mlock") for a in args)
+    p = threads.plan(cores, model.servers * model.parallel, embeds, servers=model.servers, jobs=jobs, runs=workers,
+                     server_gpu=gpu, may_split=not by_hand)
+    given = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-t", "--threads")), None)
+    if given is not None and given.lstrip("-").isdigit():  # model.server_args win: say so
+        p = dataclasses.replace(p, server_threads=int(given), why=f"{p.why}; -t {given} from model.server_args")
+    return p
 
 
 def start_embedded(model: ModelConfig, p: threads.ThreadPlan) -> list:
@@ -493,7 +505,7 @@ class SweepCallback(_Callback):
         if jobs_here is None:
             return  # the jobs run elsewhere: each starts its own server (or uses model.endpoints) and plans its own node
         model_cfg = ModelConfig(**OmegaConf.to_container(config.model, resolve=True))
-        swept = {o.split("=")[0].lstrip("+~").split(".")[0] for o in overrides if "," in o}
+        swept = swept_groups(overrides)
         tools = OmegaConf.to_container(config.tools, resolve=True).get("select")
         embeds = bool(swept & {"tools", "backend"}) or uses_embedder(config.backend.embedder, tools)
         workers = config.sweep.get("workers")

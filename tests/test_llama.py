@@ -164,6 +164,22 @@ def test_server_command_takes_threads_from_the_plan_and_offloads_on_a_gpu_build(
     assert "-ngl" not in cmd and cmd[cmd.index("-t") + 1] == "3"
     cmd = llama.LlamaServer(gpu_bin, tmp_path / "m.gguf", threads=3, extra=["--threads", "5", "-ngl", "10"]).command()
     assert "-t" not in cmd and cmd.count("-ngl") == 1 and cmd[-4:] == ["--threads", "5", "-ngl", "10"]  # model.server_args win
+    from searchbox.config import ModelConfig
+
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")  # a single server (searchbox.run, the web app) follows the plan too
+    server = llama.LlamaServer.from_config(ModelConfig(server_bin=str(cpu_bin), gguf=str(tmp_path / "m.gguf"), parallel=2))
+    assert server.threads == plan(available_cores(), 2, True, may_split=False).server_threads
+
+
+def test_gpu_check_fails_clearly_without_a_gpu(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    _script(fake / "nvidia-smi", "echo 'No devices were found' >&2\nexit 9\n")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{fake}:/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+    assert proc.returncode == 2 and "gpu_check: nvidia-smi sees no GPU" in proc.stderr
+    assert not (tmp_path / "out").exists()  # it stopped before building or writing anything
 
 
 def test_start_servers_leaves_nothing_running_when_one_fails(tmp_path):

@@ -149,6 +149,35 @@ def test_killed_server_its_runs_finish_once_on_the_other(tmp_path):
     assert not list((sweep_dir / "runs").glob(".tmp-*"))
 
 
+def test_ctrl_c_with_runs_in_flight_pauses_them_and_a_relaunch_finishes_the_rest(tmp_path):
+    runs_dir = tmp_path / "default" / "runs"
+    with ScriptedServer([{"sleep": 0.3, "content": "slow"}] * 400) as srv:
+        args = ["tools=none", "budget=3", "questions.limit=6", "model.parallel=2"]
+        cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={tmp_path}", "harness.today=2026-01-01", "model.retries=0"]
+        sweep = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "LLAMA_URL": srv.url}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(runs_dir.glob("*/DONE")):
+            time.sleep(0.1)
+        time.sleep(0.4)  # both slots busy with the next runs
+        sweep.send_signal(signal.SIGINT)
+        out, _ = sweep.communicate(timeout=60)
+        assert sweep.returncode != 0 and "waiting for the runs in flight" in out, out[-2000:]
+        kept = {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/DONE")}
+        assert 1 <= len(kept) < 6
+        code, out = _sweep(args, tmp_path, {"LLAMA_URL": srv.url})
+        assert code == 0, out[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 6 and runs["run_id"].is_unique and (runs["stop_reason"] == "budget_spent").all()
+    assert all((runs_dir / name / "DONE").stat().st_mtime_ns == mtime for name, mtime in kept.items())
+    assert not list(runs_dir.glob(".tmp-*"))
+
+
+def test_only_real_sweeps_count_as_swept_groups():
+    from searchbox.sweep import swept_groups
+
+    assert swept_groups(["model.server_args=[-t,2]", "tools=high,none", "model.temperature=0,1", "seed=0", "hydra/launcher=ray"]) == {"tools", "model"}
+
+
 def test_mixed_pool_is_refused_in_one_line(tmp_path):
     with ScriptedServer([], model_id="model-a") as a, ScriptedServer([], model_id="model-b") as b:
         code, out = _sweep(["tools=none", "questions.limit=1", f"model.endpoints=[{a.url},{b.url}]"], tmp_path, timeout=120)
