@@ -11,6 +11,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..config import IndexConfig, RetrievalConfig
+from ..dataroom import list_files
 from ..paths import cache_dir
 from .cache import CachedEncoder, EmbeddingCache
 from .corpus import Chunk, IndexCorpus, MemoryCorpus, rank
@@ -53,6 +54,7 @@ class Retrieval:
         self._encoder = encoder
         self._reranker = None
         self._corpus = None
+        self._files: Optional[list[str]] = None
         self._setup_depth = 0
         self.index_info: dict = {}
         self.timing = Timing()
@@ -124,7 +126,11 @@ class Retrieval:
 
     # ---- scopes ---------------------------------------------------------------------------
     def files(self) -> list[str]:
-        return self.corpus.files()
+        """The dataroom's files (the corpus holds the same set): listed without building anything, so a
+        `paths` mistake costs the model nothing but its error message."""
+        if self._files is None:
+            self._files = list_files(self.root)
+        return self._files
 
     def resolve_scope(self, paths: Optional[list[str]]) -> tuple[str, ...]:
         """All files, or those named (files or folders, with or without a dataroom/ prefix)."""
