@@ -22,7 +22,7 @@ from searchbox.index.ann import AnnParams
 from searchbox.index.bench import bench, gold_metrics
 from searchbox.index.build import build, compact, refresh
 from searchbox.index.doctor import doctor, healthy
-from searchbox.index.encoders import encoder_for, record
+from searchbox.index.encoders import record
 from searchbox.index.source import Chunking
 from searchbox.index.store import Index, IndexCorrupt
 from searchbox.retrieval import Retrieval
