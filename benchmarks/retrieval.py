@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from searchbox import threads  # noqa: E402
 
 from searchbox.config import RetrievalConfig  # noqa: E402
-from searchbox.dataroom import open_workspace  # noqa: E402
+from searchbox.dataroom import make_writable, open_workspace  # noqa: E402
 from searchbox.errors import SearchboxError  # noqa: E402
 from searchbox.index.bench import bench, gold_metrics, load_questions  # noqa: E402
 from searchbox.index.source import Chunking, iter_folder  # noqa: E402
@@ -62,6 +63,14 @@ def main() -> int:
     threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.threads)
     tmp = Path(tempfile.mkdtemp(prefix="sb-bench-"))
     os.environ["SEARCHBOX_HOME"] = str(tmp / "home")
+    try:
+        return measure(args, questions, tmp)
+    finally:
+        make_writable(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(args, questions: list[dict], tmp: Path) -> int:
     ws = open_workspace(tmp / "run", args.dataroom)
     cfg = RetrievalConfig()
     result: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
