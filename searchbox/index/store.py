@@ -215,6 +215,10 @@ class Index:
 
     # ---- tables ---------------------------------------------------------------------------
     @property
+    def files_loaded(self) -> bool:
+        return self._files is not None
+
+    @property
     def files(self) -> dict:
         """{path: {sha256, size, segment, first, chunks}} for every file of the source, binary ones included."""
         if self._files is None:
@@ -313,16 +317,25 @@ class Index:
         return top_k(keys, scores, k, self.path_chunk)
 
     # ---- BM25 -----------------------------------------------------------------------------
+    @property
+    def bm25_loaded(self) -> bool:
+        return self._bm25 is not None
+
+    def load_bm25(self) -> None:
+        """Map the BM25 arrays (first lexical search; bm25s loads with mmap)."""
+        if self._bm25 is not None:
+            return
+        rec = self.state.get("bm25")
+        if not rec:
+            raise _damaged(self.folder, "it has no BM25 index")
+        self._bm25 = load_bm25(self.folder / rec["name"], int(rec["docs"]))
+        self._bm25_rows = np.flatnonzero(self.live) if self.live is not None else np.arange(self.rows)
+        if len(self._bm25_rows) != self._bm25.n:
+            raise _damaged(self.folder, f"BM25 holds {self._bm25.n} documents for {len(self._bm25_rows)} live rows")
+
     def bm25_scores(self, query: str, rows: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, BM25 score) over the live rows (IDF of the whole index), or restricted to the given rows."""
-        if self._bm25 is None:
-            rec = self.state.get("bm25")
-            if not rec:
-                raise _damaged(self.folder, "it has no BM25 index")
-            self._bm25 = load_bm25(self.folder / rec["name"], int(rec["docs"]))
-            self._bm25_rows = np.flatnonzero(self.live) if self.live is not None else np.arange(self.rows)
-            if len(self._bm25_rows) != self._bm25.n:
-                raise _damaged(self.folder, f"BM25 holds {self._bm25.n} documents for {len(self._bm25_rows)} live rows")
+        self.load_bm25()
         scores = self._bm25.scores(query)
         if rows is None:
             return self._bm25_rows, scores

@@ -119,7 +119,7 @@ class Retrieval:
             rec = record(config_of(self.cfg), key)
         idx, self.index_info = open_index(self.root, key, rec, self._chunking(), lambda: self.encoder, root=self.index_cfg.root,
                                           content_hash=self.content_hash, ann=self.index_cfg.backend == "ann")
-        return IndexCorpus(idx, use_ann=self.index_cfg.backend == "ann")
+        return IndexCorpus(idx, use_ann=self.index_cfg.backend == "ann", on_setup=self.setup)
 
     def encode(self, texts: list[str], role: str = "passage") -> np.ndarray:
         return self.encoder.encode(texts, role)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -42,14 +43,18 @@ class Chunk:
 class IndexCorpus:
     """Rows of a persistent index; exact search over mmap'd vectors, or the ANN graph for whole-corpus queries."""
 
-    def __init__(self, index, use_ann: bool = False):
+    def __init__(self, index, use_ann: bool = False, on_setup: Optional[Callable] = None):
         self.index = index
         self.use_ann = use_ann and index.has_ann
+        self._setup = on_setup or contextlib.nullcontext  # first loads of lazy tables count as setup
 
     def files(self) -> list[str]:
         return sorted(self.index.files)
 
     def rows_of(self, files: tuple[str, ...]) -> np.ndarray:
+        if not self.index.files_loaded:
+            with self._setup():
+                self.index.files
         return self.index.rows_of(files)
 
     def count(self, rows: Optional[np.ndarray]) -> int:
@@ -61,6 +66,9 @@ class IndexCorpus:
         return self.index.dense_top(q, k, rows)
 
     def bm25_top(self, query: str, k: int, rows: Optional[np.ndarray]) -> list[tuple[int, float]]:
+        if not self.index.bm25_loaded:
+            with self._setup():
+                self.index.load_bm25()
         return self.index.bm25_top(query, k, rows)
 
     def key(self, row: int) -> tuple[str, int]:
