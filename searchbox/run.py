@@ -92,7 +92,7 @@ def _tools(cfg: RunConfig, ws: Workspace, sandbox_mode: str, specs) -> tuple[Too
     if any(s.tier != "builtin" for s in specs):
         from .retrieval import Retrieval
 
-        ctx.retrieval = Retrieval(cfg.retrieval, ws.dataroom)
+        ctx.retrieval = Retrieval(cfg.retrieval, ws.dataroom, index=cfg.index, content_hash=ws.sha256)
     return Toolset(specs, ctx, delivery=cfg.harness.delivery), ctx
 
 
