@@ -57,6 +57,7 @@ def launch(name: str, extra: list[str], questions: int, root: Path, budget: int)
     cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "seed=0,1", "tools=high", f"budget={budget}", f"questions.limit={questions}",
            "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}", *extra]
     env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_URL", "SEARCHBOX_ENDPOINTS", "SEARCHBOX_THREAD_PLAN")}
+    load = round(os.getloadavg()[0], 1)  # other work on the machine matters: llama.cpp pools stall when it competes
     t = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - t
@@ -71,7 +72,7 @@ def launch(name: str, extra: list[str], questions: int, root: Path, budget: int)
     plans = sorted(set(re.findall(r"threads: ([^\n]+)", proc.stderr)))
     calls = pd.read_parquet(root / name / "tool_calls.parquet")
     tools = calls["tool"].value_counts().to_dict() if len(calls) else {}
-    return {"runs": int(len(runs)), "turns": int(runs["turns"].sum()), "llm_calls": int(runs["llm_calls"].sum()),
+    return {"load_before": load, "runs": int(len(runs)), "turns": int(runs["turns"].sum()), "llm_calls": int(runs["llm_calls"].sum()),
             "completion_tokens": int(runs["tokens_completion"].sum()), "run_phase_s": round(phase, 2), "wall_s": round(wall, 2),
             "stop_reasons": runs["stop_reason"].value_counts().to_dict(), "thread_plans": plans, "tool_calls": tools,
             "decode_tokens_per_s_server": round(float(runs["server_decode_tokens_per_s"].median()), 2)
@@ -87,6 +88,7 @@ def summarise(samples: list[dict]) -> dict:
             "completion_tokens_per_s": round(toks / phase, 2), "runs_per_hour_end_to_end": round(runs / wall * 3600, 1),
             "turns_per_s_end_to_end": round(turns / wall, 4),
             "run_phase_s_all": [s["run_phase_s"] for s in samples], "wall_s_all": [s["wall_s"] for s in samples],
+            "load_before_all": [s.get("load_before") for s in samples],
             "thread_plans": sorted({p for s in samples for p in s["thread_plans"]}),
             "tool_calls": {t: sum(s["tool_calls"].get(t, 0) for s in samples) for t in sorted({t for s in samples for t in s["tool_calls"]})}}
 
@@ -99,11 +101,12 @@ def write_md(result: dict, path: Path) -> None:
              f"({rows['serial']['runs']} runs), tools=high (search_dataroom offered, embedder in-process), budget={result['budget']}, "
              f"real llama-server with SmolLM2-135M; {result['reps']} repetitions interleaved; medians. Run phase: first run started "
              "to last run finished; whole command: server (and Ray) start-up included.", "",
-             "| configuration | what | runs/hour (run phase) | turns/s | completion tok/s | runs/hour (whole command) | run phase s (each rep) |",
-             "|---|---|---|---|---|---|---|"]
+             "| configuration | what | runs/hour (run phase) | turns/s | completion tok/s | runs/hour (whole command) | run phase s (each rep) | 1-min load before each rep |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         lines.append(f"| {name} | {DESCRIBE[name]} | {r['runs_per_hour']} | {r['turns_per_s']} | {r['completion_tokens_per_s']} | "
-                     f"{r['runs_per_hour_end_to_end']} | {', '.join(map(str, r['run_phase_s_all']))} |")
+                     f"{r['runs_per_hour_end_to_end']} | {', '.join(map(str, r['run_phase_s_all']))} | "
+                     f"{', '.join(map(str, r.get('load_before_all') or []))} |")
     lines += ["", "Speed-up over serial (run phase): " + ", ".join(f"{k} x{v}" for k, v in result["speedup_vs_serial"].items()),
               "", "Thread plans the sweeps printed:", ""]
     for name, r in rows.items():

@@ -41,10 +41,12 @@ def _build_plan() -> str:
 
 
 def _threads() -> str:
-    from .threads import available_cores, plan
+    from .threads import available_cores, plan, whole_machine
 
-    cores = available_cores()
-    return f"1 slot: {plan(cores, 1, True).describe()}. model.parallel=2: {plan(cores, 2, True).describe()}"
+    cores, shared = available_cores(), whole_machine()
+    where = "the whole machine, shared: one core kept free" if shared else "an allocation: used whole"
+    return (f"{where}. 1 slot: {plan(cores, 1, True, shared=shared).describe()}. "
+            f"model.parallel=2: {plan(cores, 2, True, shared=shared).describe()}")
 
 
 def _model() -> str:

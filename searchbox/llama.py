@@ -314,9 +314,10 @@ class LlamaServer:
         """One server of cfg.parallel slots; threads default to the thread plan for them (searchbox.threads)."""
         binary = ensure_server(cfg.server_bin, progress)
         if threads is None:
-            from .threads import available_cores, plan
+            from .threads import available_cores, plan, whole_machine
 
-            threads = plan(available_cores(), cfg.parallel, True, server_gpu=bool(server_devices(binary)), may_split=False).server_threads
+            threads = plan(available_cores(), cfg.parallel, True, server_gpu=bool(server_devices(binary)), may_split=False,
+                           shared=whole_machine()).server_threads
         return cls(binary, ensure_model(cfg.gguf, progress), cfg.ctx_size, cfg.parallel, cfg.server_args, threads=threads)
 
     @property

@@ -239,7 +239,7 @@ def embedded_plan(model: ModelConfig, cores: int, embeds: bool, jobs: int, worke
     args = list(model.server_args)
     by_hand = any(a in (*THREAD_FLAGS, *GPU_LAYER_FLAGS, "--no-mmap", "--mlock") for a in args)
     p = threads.plan(cores, model.servers * model.parallel, embeds, servers=model.servers, jobs=jobs, runs=workers,
-                     server_gpu=gpu, may_split=not by_hand)
+                     server_gpu=gpu, may_split=not by_hand, shared=threads.whole_machine())
     given = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-t", "--threads")), None)
     if given is not None and given.lstrip("-").isdigit():  # model.server_args win: say so
         p = dataclasses.replace(p, server_threads=int(given), why=f"{p.why}; -t {given} from model.server_args")

@@ -63,17 +63,24 @@ class ThreadPlan:
         return cls(**json.loads(text))
 
 
+def whole_machine() -> bool:
+    """Whether this process may run on every core of the machine (no Slurm allocation, taskset or cpuset): then
+    other work may share the cores at any time, and the plan keeps one free."""
+    return available_cores() >= (os.cpu_count() or 1)
+
+
 def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: int = 1, runs: Optional[int] = None,
-         server_local: bool = True, server_gpu: bool = False, may_split: bool = True) -> ThreadPlan:
+         server_local: bool = True, server_gpu: bool = False, may_split: bool = True, shared: bool = True) -> ThreadPlan:
     """Share `cores` between the embedded llama-server(s) and the jobs' embedders, and size the runs in flight.
 
     slots: model slots in the whole pool (servers x slots each); jobs: sweep processes running at once on
     these cores; runs: runs in flight per job (default: the slots shared out over the jobs).
 
-    One core is always left to the harness, its tools and whatever else runs on the machine: llama.cpp's
-    and OpenMP's pools wait for every thread at each step, so a pool as wide as the machine stalls whenever
-    anything else is scheduled (on a busy 2-core box llama-server -t 2 decoded 3-8 tokens/s, -t 1 28-47,
-    and -tb 2 prefilled slower than -tb 1). Runs in flight together get disjoint shares (a torch embedding
+    On a shared machine (shared: the cores are the whole machine's, not an allocation) one core is left to
+    the harness, its tools and whatever else runs there: llama.cpp's and OpenMP's pools wait for every
+    thread at each step, so a pool as wide as the machine stalls whenever anything else is scheduled (on
+    a busy 2-core box llama-server -t 2 decoded 3-8 tokens/s, -t 1 28-47, and -tb 2 prefilled slower than
+    -tb 1; idle, -t 2 was 1.6x faster). An allocation (Slurm, taskset) is used whole. Runs in flight together get disjoint shares (a torch embedding
     beside a generating server collapsed decode from 77.6 to 0.3 tokens/s); one run at a time alternates
     generation and embedding, so both get the same share. When the servers' share is under two threads per
     slot, the slots are spread over single-threaded server processes, one per core at most (may_split: one
@@ -83,7 +90,7 @@ def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: i
     cores, slots, servers, jobs = max(1, cores), max(1, slots), max(1, servers), max(1, jobs)
     runs = max(1, runs if runs else math.ceil(slots / jobs))
     in_flight = jobs * runs
-    spare = cores - 1 if cores > 1 else 1  # what the pools may use between them
+    spare = cores - 1 if cores > 1 and shared else cores  # what the pools may use between them
     per_server_slots = max(1, slots // servers)
 
     def made(budget: Optional[int], torch: int, why: str, n: int = servers, each: int = per_server_slots) -> ThreadPlan:
@@ -97,9 +104,9 @@ def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: i
         # Fully offloaded, llama-server's CPU threads only feed the GPU.
         return made(min(servers, in_flight), max(1, (cores - servers) // in_flight), "model on the GPU: one CPU thread per server")
     if in_flight == 1:
-        return made(spare, spare, "one run at a time: generation and embedding take turns; one core left to the rest")
+        return made(spare, spare, "one run at a time: generation and embedding take turns" + ("; one core left to the rest" if spare < cores else ""))
     if not embedder_on:
-        budget, torch, why = spare, 1, "no dense tools: the cores go to the servers; one left to the rest"
+        budget, torch, why = spare, 1, "no dense tools: the cores go to the servers" + ("; one left to the rest" if spare < cores else "")
     elif cores <= 2:
         budget, torch, why = 1, 1, "runs overlap on 1-2 cores: one thread for the servers, one per embedding"
     else:

@@ -22,6 +22,21 @@ def test_one_run_at_a_time_shares_all_but_one_core_with_both_pools():
     assert plan(1, 1, True).server_threads == 1
 
 
+def test_an_allocation_is_used_whole():
+    p = plan(2, 1, True, shared=False)  # Slurm's cpus_per_task, taskset: nobody else runs on these cores
+    assert (p.server_threads, p.torch_threads) == (2, 2) and "left" not in p.why
+    assert plan(8, 1, False, shared=False).server_threads == 8
+
+
+def test_whole_machine_follows_the_affinity_mask():
+    code = ("import os; from searchbox.threads import whole_machine; a = whole_machine(); "
+            "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); print(a, whole_machine())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    first, confined = out.stdout.split()
+    assert confined == ("True" if (os.cpu_count() or 1) == 1 else "False")
+
+
 def test_two_slots_on_two_cores_become_two_single_threaded_servers():
     p = plan(2, 2, True)
     assert (p.runs, p.server_threads, p.torch_threads, p.blas_threads) == (2, 1, 1, 1)
