@@ -257,13 +257,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
+    """This process's torch and BLAS pools from the thread plan (the embedded server sizes its own)."""
+    from . import threads
+
+    embeds = any(s.tier != "builtin" for s in select(cfg.tools))
+    local = not (endpoint or cfg.model.endpoint or os.environ.get("LLAMA_URL") or cfg.model.policy)
+    threads.apply(threads.plan(threads.available_cores(), cfg.model.parallel, embeds, server_local=local, may_split=False,
+                               shared=threads.whole_machine()))
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    from .threads import preset_blas_env
+
+    preset_blas_env()  # before numpy and torch load their pools
     sigterm_as_interrupt()
     args = _parser().parse_args(argv)
     try:
         if args.resume is not None:
             record = read_record(args.resume) if (args.resume / "run_meta.json").exists() else None
             cfg = RunConfig.from_dict(record.config) if record else RunConfig()
+            _apply_thread_plan(cfg, args.endpoint)
             with endpoint_for(cfg, args.endpoint) as url:
                 meta = resume(args.resume, url, args.budget)
             out = args.resume
@@ -281,6 +295,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             if args.dataroom:
                 dataroom_identity(args.dataroom)  # refuse an unreadable input before starting a server
             prepare_out(out, args.overwrite)
+            _apply_thread_plan(cfg, args.endpoint)
             with endpoint_for(cfg, args.endpoint) as url:
                 meta = execute(cfg, args.question, args.dataroom, out, url)
     except SearchboxError as exc:
