@@ -1,7 +1,8 @@
 """`python -m searchbox.report SWEEP_DIR... --out results/NAME`: figures (PNG + SVG) and a markdown summary.
 
 Every table splits by every condition (each varying design column); CIs resample questions;
-paired comparisons hold every other condition fixed.
+paired comparisons hold every other condition fixed. The paper-style figures (analysis/paper.py) are
+drawn when the design has the axes they need; summary.md names the ones left out and why.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from .analysis import FIGURES, Frames, accuracy_table, comparisons, load, save, search_style_table, time_split, tool_usage
+from .analysis.paper import PAPER_FIGURES, applies
 from .errors import SearchboxError
 
 GRADER_CHOICES = ("contains", "exact_match", "f1", "judge")
@@ -50,7 +52,8 @@ def _per_condition(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary(frames: Frames, grader: str, label: str) -> str:
+def summary(frames: Frames, grader: str, label: str, skipped: dict[str, str] | None = None) -> str:
+    """The markdown summary; `skipped`: paper figures not drawn, with why (not in this design)."""
     runs, conds = frames.runs, frames.conditions
     parts = [f"# searchbox report: {label}", ""]
     if runs.empty:
@@ -62,6 +65,9 @@ def summary(frames: Frames, grader: str, label: str) -> str:
               f"model(s): {', '.join(models) or '?'}" + (f" (served as {', '.join(served)})" if served else "") + ".",
               f"Conditions (every design column that varies): {', '.join(conds) if conds else 'one condition'}.",
               f"Grader version(s): {', '.join(versions) or 'unknown'}. Means weigh each question equally; 95% CIs resample questions.", ""]
+    if conds and "question_id" in runs and runs.groupby(conds, dropna=False)["question_id"].apply(lambda q: frozenset(q.astype(str))).nunique() > 1:
+        parts += ["Question sets differ between conditions (see `questions` per row): compare means only over the same questions; "
+                  "the paired comparisons below use the questions both arms share.", ""]
     parts += ["## Runs per condition", "", _md(_per_condition(runs, conds)), ""]
     parts += [f"## Accuracy ({grader}) per condition", "", _md(accuracy_table(runs, grader, design=frames.design)), ""]
     for other in ("exact_match", "f1", "judge"):
@@ -84,7 +90,12 @@ def summary(frames: Frames, grader: str, label: str) -> str:
     parts += ["## Tool use per condition", "", _md(usage, "{:.3f}") if not usage.empty else "_no tool calls_", ""]
     parts += ["## Wall time per run (mean seconds)", "", _md(time_split(runs, conds), "{:.2f}"), ""]
     parts += ["## Grep vs dense per question type", "", _md(search_style_table(frames, grader)), ""]
-    parts += ["## Figures", ""] + [f"![{name}]({name}.png)" for name in FIGURES]
+    if skipped is None:
+        skipped = {name: why for name in PAPER_FIGURES if (why := applies(frames, name))}
+    drawn = [*FIGURES, *(name for name in PAPER_FIGURES if name not in skipped)]
+    parts += ["## Figures", ""] + [f"![{name}]({name}.png)" for name in drawn]
+    if skipped:
+        parts += ["", "Not drawn (not in this design): " + "; ".join(f"`{name}` ({why})" for name, why in skipped.items()) + "."]
     return "\n".join(parts) + "\n"
 
 
@@ -93,7 +104,14 @@ def build(dirs: list[Path], out: Path, grader: str = "contains", label: str | No
     written = []
     for name, make in FIGURES.items():
         written += save(make(frames, grader), out, name)
-    (out / "summary.md").write_text(summary(frames, grader, label or out.name), encoding="utf-8")
+    skipped = {}
+    for name, make in PAPER_FIGURES.items():  # the paper-style figures, where the design has the axes they need
+        why = applies(frames, name)
+        if why is None:
+            written += save(make(frames, grader), out, name)
+        else:
+            skipped[name] = why
+    (out / "summary.md").write_text(summary(frames, grader, label or out.name, skipped), encoding="utf-8")
     written.append(out / "summary.md")
     return written
 

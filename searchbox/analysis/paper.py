@@ -1,175 +1,264 @@
 """Figures in the style of "Is Grep All You Need?" (arXiv 2605.15184): tier x delivery bars, noise curves, hard questions.
 
-Each entry of PAPER_FIGURES is `fn(frames, grader) -> Figure`, like analysis.figures.FIGURES, so the report
-can draw them beside the others. They read only the collected sweep tables (runs/turns/tool calls).
+They follow the same condition logic as analysis.figures: every design column that varies
+(frames.conditions) is a condition and is never pooled. The axes a figure is about go on its x axis
+or into its bars; every other condition becomes a group of bars or a line of its own. Means weigh
+each question equally and 95% CIs resample questions (frames.accuracy_table); n (graded runs /
+questions) is written at every bar and point. `applies(frames, name)` says why a design lacks what
+a figure needs (None when it fits): the report draws only the figures that fit, and a figure asked
+for on a design it does not fit says "not in this design" instead of drawing something misleading.
+Each entry of PAPER_FIGURES is `fn(frames, grader) -> Figure`, like analysis.figures.FIGURES.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .frames import Frames
-from .stats import bootstrap_ci
+from .frames import Frames, accuracy_table, cells, label
 
-TIERS = ("grep_only", "vector_only")
-TIER_COLORS = {"grep_only": "#2a7ab0", "vector_only": "#d9822b"}
+TIERS = ("grep_only", "vector_only")  # the isolated retrieval tiers (tools/catalog.py)
+TIER_COLORS = {"grep_only": "#2a7ab0", "vector_only": "#d9822b", "none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e"}
 DELIVERY_HATCH = {"inline": "", "file": "//"}
-RECALL_COLUMNS = ("evidence_recall",)  # schema-1 retrieval_hit (paths named in arguments) is dropped on load: not evidence
+DELIVERIES = ("inline", "file")
+STYLES = ("-", "--", ":", "-.")
+TABLE_END = ("n", "n_questions", "mean", "ci_low", "ci_high")  # accuracy_table's columns after its keys
 
 
-def _empty(fig: Figure, what: str) -> Figure:
+# ---- which designs a figure fits ----------------------------------------------------------------
+def _tier_or_delivery(frames: Frames) -> Optional[str]:
+    runs = frames.runs
+    if runs.empty:
+        return "no finished runs"
+    tiers = "tools" in runs.columns and runs["tools"].astype(str).isin(TIERS).any()
+    if not tiers and "delivery" not in frames.conditions:
+        return "needs the isolated tiers (tools=grep_only|vector_only) or a delivery=inline,file axis"
+    return None
+
+
+def _noise(frames: Frames) -> Optional[str]:
+    if frames.runs.empty:
+        return "no finished runs"
+    return None if "noise" in frames.conditions else "needs a noise axis that varies (noise=0,1,4,16)"
+
+
+def _budget_by_type(frames: Frames) -> Optional[str]:
+    runs = frames.runs
+    if runs.empty:
+        return "no finished runs"
+    if "budget" not in frames.conditions:
+        return "needs a budget axis that varies"
+    if "question_type" not in runs.columns or not runs["question_type"].fillna("").astype(str).ne("").any():
+        return "needs typed questions (the `type` field: single-hop, multi-hop, ...)"
+    return None
+
+
+def applies(frames: Frames, name: str) -> Optional[str]:
+    """Why this design lacks what figure `name` needs; None when the figure fits it."""
+    return NEEDS[name](frames)
+
+
+# ---- drawing helpers ----------------------------------------------------------------------------
+def _not_in_design(fig: Figure, why: str) -> Figure:
     ax = fig.add_subplot()
-    ax.text(0.5, 0.5, f"no {what} in these runs", ha="center", va="center", transform=ax.transAxes)
+    ax.text(0.5, 0.5, f"not in this design: {why}", ha="center", va="center", transform=ax.transAxes, wrap=True)
     ax.set_axis_off()
     return fig
 
 
-def _recall_column(runs: pd.DataFrame) -> str | None:
-    return next((c for c in RECALL_COLUMNS if c in runs.columns and runs[c].notna().any()), None)
+def _table(frames: Frames, runs: pd.DataFrame, value: str, by: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """accuracy_table over `by` plus every condition, and the condition columns left over (groups or lines)."""
+    table = accuracy_table(runs, value, by, frames.design)
+    keys = [c for c in table.columns if c not in TABLE_END]
+    return table, [k for k in keys if k not in by]
 
 
-def ci_table(runs: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
-    """Mean of `value` per group with a question-clustered bootstrap 95% CI; NaN values are missing, not zero."""
-    by = [b for b in by if b in runs.columns]
-    rows = []
-    if value not in runs.columns or runs.empty:
-        return pd.DataFrame(columns=[*by, "n", "mean", "ci_low", "ci_high"])
-    for key, group in runs.groupby(by, dropna=False, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        vals = pd.to_numeric(group[value], errors="coerce")
-        # questions repeat across seeds and budgets: resample whole questions, not runs
-        clusters = group["question_id"].astype(str) if "question_id" in group.columns else None
-        mean, lo, hi = bootstrap_ci(vals, clusters=clusters)
-        rows.append({**dict(zip(by, key)), "n": int(vals.notna().sum()), "mean": mean, "ci_low": lo, "ci_high": hi})
-    return pd.DataFrame(rows)
+def _with_delivery(runs: pd.DataFrame) -> pd.DataFrame:
+    # tables from before the delivery axis: every result was delivered inline
+    return runs if "delivery" in runs.columns else runs.assign(delivery="inline")
 
 
-def _bars(ax, table: pd.DataFrame, models: list[str], combos: list[tuple[str, str]], ylabel: str) -> None:
-    """Grouped bars: one group per model, one bar per (tier, delivery), error bars = 95% CI."""
+def _group_name(key: dict) -> str:
+    if not key:
+        return "all runs"
+    return str(next(iter(key.values()))) if len(key) == 1 else label(key, "\n")
+
+
+def _questions_note(table: pd.DataFrame) -> str:
+    nq = table.loc[table["n"] > 0, "n_questions"]
+    if nq.nunique() > 1:
+        return ("\nquestion sets differ between bars (n = runs/questions): compare within a question set; "
+                "summary.md's paired comparisons use shared questions only")
+    return ""
+
+
+def _combos(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    tiers = sorted(runs["tools"].astype(str).unique(), key=lambda t: (t not in TIERS, t))
+    deliveries = sorted(runs["delivery"].astype(str).unique(), key=lambda d: (DELIVERIES.index(d) if d in DELIVERIES else 9, d))
+    return [(t, d) for t in tiers for d in deliveries
+            if ((runs["tools"].astype(str) == t) & (runs["delivery"].astype(str) == d)).any()]
+
+
+def _bars(ax, table: pd.DataFrame, groups: list[str], combos: list[tuple[str, str]], ylabel: str, unit_range: bool) -> None:
+    """Grouped bars: one group per combination of the other conditions, one bar per (tier, delivery); 95% CI; n written."""
+    groups_keys = cells(table, groups)
     width = 0.8 / max(1, len(combos))
+    top = 0.0
     for j, (tier, delivery) in enumerate(combos):
-        sub = table[(table["tools"] == tier) & (table["delivery"] == delivery)].set_index("model").reindex(models)
-        x = np.arange(len(models)) + (j - (len(combos) - 1) / 2) * width
-        mean = sub["mean"].to_numpy(dtype=float)
-        err = np.vstack([np.nan_to_num(mean - sub["ci_low"].to_numpy(dtype=float)), np.nan_to_num(sub["ci_high"].to_numpy(dtype=float) - mean)])
-        ax.bar(x, np.nan_to_num(mean), width, yerr=err, capsize=2, color=TIER_COLORS.get(tier, f"C{j}"),
+        xs, means, lo, hi, ns = [], [], [], [], []
+        for i, (_, g) in enumerate(groups_keys):
+            row = g[(g["tools"].astype(str) == tier) & (g["delivery"].astype(str) == delivery)]
+            if row.empty:
+                continue
+            r = row.iloc[0]
+            xs.append(i + (j - (len(combos) - 1) / 2) * width)
+            m = float(r["mean"]) if pd.notna(r["mean"]) else np.nan
+            means.append(m)
+            lo.append(max(0.0, m - r["ci_low"]) if pd.notna(r["ci_low"]) and pd.notna(m) else 0.0)
+            hi.append(max(0.0, r["ci_high"] - m) if pd.notna(r["ci_high"]) and pd.notna(m) else 0.0)
+            ns.append(f"n={int(r['n'])}/{int(r['n_questions'])}q")
+            top = max(top, np.nan_to_num(m) + hi[-1])
+        ax.bar(xs, np.nan_to_num(means), width, yerr=[lo, hi], capsize=2, color=TIER_COLORS.get(tier, f"C{j % 10}"),
                hatch=DELIVERY_HATCH.get(delivery, ".."), edgecolor="white", linewidth=0.5, label=f"{tier}, {delivery}")
-        for xi, n in zip(x, sub["n"].fillna(0)):
-            ax.text(xi, 0.01, f"n={int(n)}", ha="center", va="bottom", fontsize=5, rotation=90, color="white")
-    ax.set_xticks(np.arange(len(models)), models, rotation=15, ha="right")
-    ax.set_ylim(0, 1.05)
+        for x, text in zip(xs, ns):
+            ax.text(x, 0.0, text, ha="center", va="bottom", fontsize=5, rotation=90, color="#222222")
+    ax.set_xticks(np.arange(len(groups_keys)), [_group_name(k) for k, _ in groups_keys], rotation=15, ha="right", fontsize=7)
+    ax.set_ylim(0, 1.05 if unit_range else max(1.0, top * 1.12))
     ax.set_ylabel(ylabel)
 
 
-def grep_vs_vector(frames: Frames, grader: str = "contains") -> Figure:
-    """Accuracy and evidence recall per model, grouped by isolated tier x result delivery (the paper's Fig. 1 design)."""
-    runs = frames.runs
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
-    need = {"model", "tools", "delivery"}
-    if runs.empty or not need <= set(runs.columns) or grader not in runs.columns:
-        return _empty(fig, f"model/tools/delivery axes with '{grader}' grades")
-    runs = runs[runs["tools"].isin(TIERS)] if runs["tools"].isin(TIERS).any() else runs
-    models = sorted(runs["model"].unique(), key=lambda m: (str(m).startswith("control-"), str(m)))
-    combos = [(t, d) for t in sorted(runs["tools"].unique()) for d in ("inline", "file") if ((runs["tools"] == t) & (runs["delivery"] == d)).any()]
-    recall = _recall_column(runs)
-    panels = [(grader, f"accuracy ({grader})")] + ([(recall, "evidence recall (gold files seen)")] if recall else [])
+def _tier_delivery_figure(frames: Frames, panels: list[tuple[str, str, bool]], title: str) -> Figure:
+    runs = _with_delivery(frames.runs)
+    combos = _combos(runs)
+    tables = [(_table(frames, runs, col, ["tools", "delivery"]), name, unit) for col, name, unit in panels]
+    groups = tables[0][0][1]
+    n_groups = max(1, len(cells(tables[0][0][0], groups)))
+    width = max(5.0, 0.22 * n_groups * max(1, len(combos)) + 1.5)
+    fig = Figure(figsize=(width * len(panels) + 0.5, 4.8), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (col, label) in zip(axes, panels):
-        _bars(ax, ci_table(runs, col, ["model", "tools", "delivery"]), models, combos, label)
-        ax.set_title(label)
-    axes[-1].legend(fontsize=7, title="tier, delivery", title_fontsize=7)
-    fig.suptitle("Retrieval tier x result delivery per model (bootstrap 95% CI)")
+    for ax, ((table, grp), name, unit) in zip(axes, tables):
+        _bars(ax, table, grp, combos, name, unit)
+        ax.set_title(name, fontsize=9)
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)) or 1, fontsize=7, title="tier, delivery",
+               title_fontsize=7)
+    fig.suptitle(title + _questions_note(tables[0][0][0]), fontsize=10)
     return fig
+
+
+# ---- the figures --------------------------------------------------------------------------------
+def grep_vs_vector(frames: Frames, grader: str = "contains") -> Figure:
+    """Accuracy and evidence recall, one bar per tier x delivery, grouped by every other condition (model first)."""
+    why = applies(frames, "paper_grep_vs_vector")
+    if why:
+        return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    panels = [(grader, f"accuracy ({grader})", True)]
+    if "evidence_recall" in frames.runs.columns and frames.runs["evidence_recall"].notna().any():
+        panels.append(("evidence_recall", "evidence recall (share of gold files seen)", True))
+    return _tier_delivery_figure(frames, panels, "Retrieval tier x result delivery (means over questions, 95% CI resampling questions)")
 
 
 def tokens_by_delivery(frames: Frames, grader: str = "contains") -> Figure:
-    """What delivery costs: prompt tokens and tool calls per run, per model x tier x delivery."""
-    runs = frames.runs
-    fig = Figure(figsize=(11, 3.8), layout="constrained")
-    if runs.empty or not {"model", "tools", "delivery", "tokens_prompt", "tool_calls"} <= set(runs.columns):
-        return _empty(fig, "token counts by delivery")
-    models = sorted(runs["model"].unique(), key=lambda m: (str(m).startswith("control-"), str(m)))
-    combos = [(t, d) for t in sorted(runs["tools"].unique()) for d in ("inline", "file") if ((runs["tools"] == t) & (runs["delivery"] == d)).any()]
-    axes = fig.subplots(1, 2, squeeze=False)[0]
-    for ax, (col, label) in zip(axes, (("tokens_prompt", "prompt tokens per run"), ("tool_calls", "tool calls per run"))):
-        table = ci_table(runs, col, ["model", "tools", "delivery"])
-        _bars(ax, table, models, combos, label)
-        top = np.nanmax(table["ci_high"].to_numpy(dtype=float)) if len(table) else 1.0
-        ax.set_ylim(0, max(1.0, float(top) * 1.1 if np.isfinite(top) else 1.0))
-        ax.set_title(label + " (controls spend zero tokens)" if col == "tokens_prompt" else label)
-    axes[-1].legend(fontsize=7)
-    fig.suptitle("Inline vs file delivery: tokens in the context vs extra reads")
-    return fig
+    """What delivery costs: prompt tokens and tool calls per run, per tier x delivery, grouped by the other conditions."""
+    why = applies(frames, "paper_tokens_by_delivery")
+    if why is None and not {"tokens_prompt", "tool_calls"} <= set(frames.runs.columns):
+        why = "no token or tool-call counts in these tables"
+    if why:
+        return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    panels = [("tokens_prompt", "prompt tokens per run (controls spend none)", False), ("tool_calls", "tool calls per run", False)]
+    return _tier_delivery_figure(frames, panels, "Inline vs file delivery: tokens in the context vs extra reads (95% CI resampling questions)")
+
+
+def _curves(ax, table: pd.DataFrame, x: str, lines: list[str], position: dict) -> None:
+    """One line per combination of `lines` (colour by tier when tools is one of them), 95% CI band, n per point."""
+    rest = [k for k in lines if k != "tools"]
+    rest_keys = [tuple(sorted(k.items())) for k, _ in cells(table, rest)] if rest else [()]
+    for i, (key, g) in enumerate(cells(table, lines)):
+        g = g.sort_values(x)
+        xs = [position[v] for v in g[x]]
+        tier = str(key.get("tools", ""))
+        style_of = tuple(sorted((k, v) for k, v in key.items() if k != "tools"))
+        color = TIER_COLORS.get(tier) if "tools" in lines else None
+        color = color or f"C{i % 10}"
+        ls = STYLES[rest_keys.index(style_of) % len(STYLES)] if "tools" in lines and style_of in rest_keys else "-"
+        ax.plot(xs, g["mean"], marker="o", color=color, linestyle=ls, label=label(key))
+        ax.fill_between(xs, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
+        for xi, yi, n, nq in zip(xs, g["mean"], g["n"], g["n_questions"]):
+            if pd.notna(yi):
+                ax.annotate(f"{int(n)}/{int(nq)}q", (xi, yi), textcoords="offset points", xytext=(3, 3), fontsize=5, color=color)
+
+
+def _legend(fig: Figure, ax) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    widest = max((len(lb) for lb in labels), default=1) * 0.05 + 0.6  # inches per entry at fontsize 6
+    fig.legend(handles, labels, loc="outside lower center", ncol=max(1, min(len(labels), int(fig.get_figwidth() // widest))), fontsize=6)
 
 
 def noise_curves(frames: Frames, grader: str = "contains") -> Figure:
-    """Accuracy and evidence recall vs noise ratio, one line per tier (and model), bootstrap 95% CI bands."""
-    runs = frames.runs
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    if runs.empty or "noise" not in runs.columns or grader not in runs.columns:
-        return _empty(fig, f"noise axis with '{grader}' grades")
-    runs = runs.assign(noise=pd.to_numeric(runs["noise"], errors="coerce"))
-    recall = _recall_column(runs)
-    panels = [(grader, f"accuracy ({grader})")] + ([(recall, "evidence recall")] if recall else [])
-    axes = fig.subplots(1, len(panels), squeeze=False, sharex=True)[0]
-    keys = [k for k in ("model", "tools") if k in runs.columns]
+    """Accuracy and evidence recall vs noise ratio, one line per combination of the other conditions, 95% CI bands."""
+    why = applies(frames, "paper_noise")
+    if why:
+        return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    runs = frames.runs.assign(noise=pd.to_numeric(frames.runs["noise"], errors="coerce"))
+    panels = [(grader, f"accuracy ({grader})")]
+    if "evidence_recall" in runs.columns and runs["evidence_recall"].notna().any():
+        panels.append(("evidence_recall", "evidence recall"))
     levels = sorted(runs["noise"].dropna().unique())
     position = {lvl: i for i, lvl in enumerate(levels)}  # evenly spaced: 0, 1, 4, 16 read as steps
-    styles = ["-", "--", ":", "-."]
-    models = sorted(runs["model"].unique()) if "model" in runs.columns else [None]
-    for ax, (col, label) in zip(axes, panels):
-        table = ci_table(runs, col, [*keys, "noise"])
-        for (group, g) in table.groupby(keys, sort=True) if keys else [((), table)]:
-            group = group if isinstance(group, tuple) else (group,)
-            info = dict(zip(keys, group))
-            tier, model = info.get("tools"), info.get("model")
-            g = g.sort_values("noise")
-            x = [position[v] for v in g["noise"]]
-            color = TIER_COLORS.get(tier, "C0")
-            ls = styles[models.index(model) % len(styles)] if model in models else "-"
-            ax.plot(x, g["mean"], marker="o", color=color, linestyle=ls, label=", ".join(str(v) for v in group))
-            ax.fill_between(x, g["ci_low"], g["ci_high"], color=color, alpha=0.12)
+    fig = Figure(figsize=(5.2 * len(panels) + 1.0, 4.6), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False, sharex=True)[0]
+    for ax, (col, name) in zip(axes, panels):
+        table, lines = _table(frames, runs, col, ["noise"])
+        _curves(ax, table.dropna(subset=["noise"]), "noise", lines, position)
         ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
         ax.set_xlabel("noise (distractor bytes / dataroom bytes)")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_ylabel(label)
-        ax.set_title(label + " vs noise")
-    axes[-1].legend(fontsize=7)
-    fig.suptitle("Distractors mixed into the dataroom (bootstrap 95% CI)")
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_ylabel(name)
+        ax.set_title(f"{name} vs noise (n = runs/questions)", fontsize=9)
+    _legend(fig, axes[-1])
+    fig.suptitle("Distractors mixed into the dataroom\n(means over questions, 95% CI resampling questions; seeds are replicates)",
+                 fontsize=10)
     return fig
 
 
 def budget_by_type(frames: Frames, grader: str = "contains") -> Figure:
-    """Accuracy vs budget, one panel per question type (single-hop vs multi-hop), forced vs not."""
-    runs = frames.runs
-    fig = Figure(figsize=(9, 3.8), layout="constrained")
-    if runs.empty or "budget" not in runs.columns or grader not in runs.columns:
-        return _empty(fig, f"budgets with '{grader}' grades")
-    runs = runs.assign(question_type=runs.get("question_type", pd.Series("all", index=runs.index)).replace("", "unknown").fillna("unknown"))
-    types = sorted(runs["question_type"].unique())
+    """Accuracy vs budget, one panel per question type (single-hop vs multi-hop), one line per other condition."""
+    why = applies(frames, "paper_budget_by_type")
+    if why:
+        return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    runs = frames.runs.assign(question_type=frames.runs["question_type"].fillna("").astype(str).replace("", "unknown"))
+    table, lines = _table(frames, runs, grader, ["question_type", "budget"])
+    types = sorted(table["question_type"].unique())
+    budgets = sorted(table["budget"].unique())
+    position = {b: b for b in budgets}
+    fig = Figure(figsize=(max(7.0, 4.4 * len(types) + 1.0), 4.6), layout="constrained")
     axes = fig.subplots(1, len(types), squeeze=False, sharey=True)[0]
-    split = "force_budget" if "force_budget" in runs.columns and runs["force_budget"].nunique() > 1 else "model"
     for ax, qtype in zip(axes, types):
-        table = ci_table(runs[runs["question_type"] == qtype], grader, [split, "budget"])
-        for i, (key, g) in enumerate(table.groupby(split, sort=True)):
-            g = g.sort_values("budget")
-            ax.plot(g["budget"], g["mean"], marker="o", color=f"C{i}", label=f"{split}={key}")
-            ax.fill_between(g["budget"], g["ci_low"], g["ci_high"], color=f"C{i}", alpha=0.15)
-        n = int((runs["question_type"] == qtype).sum())
-        ax.set_title(f"{qtype} questions (n={n} runs)")
-        ax.set_xlabel("budget (turns)")
-        ax.set_ylim(-0.02, 1.02)
+        _curves(ax, table[table["question_type"] == qtype], "budget", lines, position)
+        nq = runs.loc[runs["question_type"] == qtype, "question_id"].nunique() if "question_id" in runs else 0
+        ax.set_title(f"{qtype} questions ({nq} questions)", fontsize=9)
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.set_xlabel(f"budget ({runs['budget_unit'].iloc[0]})" if "budget_unit" in runs else "budget")
+        ax.set_ylim(-0.02, 1.05)
     axes[0].set_ylabel(f"accuracy ({grader})")
-    axes[-1].legend(fontsize=7)
-    fig.suptitle("Budget forcing on easy vs hard questions (bootstrap 95% CI)")
+    _legend(fig, axes[-1])
+    fig.suptitle("Accuracy vs budget by question type\n(means over questions, 95% CI resampling questions; n = runs/questions)",
+                 fontsize=10)
     return fig
 
 
-PAPER_FIGURES = {
+PAPER_FIGURES: dict[str, Callable[[Frames, str], Figure]] = {
     "paper_grep_vs_vector": grep_vs_vector,
     "paper_tokens_by_delivery": tokens_by_delivery,
     "paper_noise": noise_curves,
     "paper_budget_by_type": budget_by_type,
+}
+NEEDS: dict[str, Callable[[Frames], Optional[str]]] = {
+    "paper_grep_vs_vector": _tier_or_delivery,
+    "paper_tokens_by_delivery": _tier_or_delivery,
+    "paper_noise": _noise,
+    "paper_budget_by_type": _budget_by_type,
 }

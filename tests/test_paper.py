@@ -1,0 +1,155 @@
+"""The paper-style figures on synthetic sweeps: every varying condition kept apart, n per bar, CIs over questions, designs they do not fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from matplotlib.patches import Rectangle
+
+from searchbox import report
+from searchbox.analysis import load
+from searchbox.analysis.paper import PAPER_FIGURES, applies
+from tests.fakes.runs import make_run
+
+QUESTIONS = ("nw01", "nw02", "nw03")
+
+
+def grades(right: bool, recall: float = 1.0) -> dict:
+    v = float(right)
+    return {"contains": v, "exact_match": v, "f1": v, "evidence_recall": recall, "grader_version": "test"}
+
+
+def tier_sweep(root: Path, questions=QUESTIONS, models=("smollm", "control-keyword"), budgets=(1, 2)) -> Path:
+    """model x tools x delivery x budget; grep_only is right on every question, vector_only on the first only,
+    and budget 2 (a condition the figure does not put in its bars) is always wrong: pooling it would halve grep_only."""
+    for model in models:
+        for tools in ("grep_only", "vector_only"):
+            for delivery in ("inline", "file"):
+                for budget in budgets:
+                    for i, qid in enumerate(questions):
+                        right = budget == 1 and (tools == "grep_only" or i == 0)
+                        make_run(root, f"{model}-{tools}-{delivery}-{budget}-{qid}", question_id=qid, dataroom=None, model=model,
+                                 served_id=model, grades=grades(right, 1.0 if tools == "grep_only" else 0.5), turns=budget,
+                                 config={"tools": tools, "harness.delivery": delivery, "harness.budget": budget},
+                                 axes={"model": model, "tools": tools, "delivery": delivery, "budget": budget})
+    return root
+
+
+def bars(ax) -> list[Rectangle]:
+    return [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() < 0.5]
+
+
+def texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+@pytest.fixture(scope="module")
+def tiers(tmp_path_factory) -> Path:
+    return tier_sweep(tmp_path_factory.mktemp("tiers"))
+
+
+def test_grep_vs_vector_keeps_every_condition_apart(tiers):
+    frames = load([tiers])
+    assert set(frames.conditions) == {"model", "tools", "delivery", "budget"}
+    fig = PAPER_FIGURES["paper_grep_vs_vector"](frames, "contains")
+    accuracy, recall = fig.axes[:2]
+    # 2 models x 2 budgets = 4 groups, each with 4 (tier, delivery) bars: 16, none pooling the two budgets
+    assert len(bars(accuracy)) == 16 and len(bars(recall)) == 16
+    assert texts(accuracy).count("n=3/3q") == 16
+    heights = sorted(round(b.get_height(), 3) for b in bars(accuracy))
+    assert heights == [0.0] * 8 + [0.333] * 4 + [1.0] * 4  # budget 2 wrong; vector_only 1/3; grep_only 1
+    assert sorted({round(b.get_height(), 3) for b in bars(recall)}) == [0.5, 1.0]
+    labels = [t.get_text() for t in accuracy.get_xticklabels()]
+    assert len(labels) == 4 and all("model=" in lb and "budget=" in lb for lb in labels)
+    assert "question sets differ" not in fig._suptitle.get_text()
+
+
+def test_grep_vs_vector_ci_resamples_questions(tiers):
+    fig = PAPER_FIGURES["paper_grep_vs_vector"](load([tiers]), "contains")
+    ax = fig.axes[0]
+    # vector_only at budget 1 is right on one question of three: the CI over questions spans 0..1
+    spans = [seg for coll in ax.collections for seg in coll.get_segments()] if ax.collections else []
+    lengths = sorted(round(abs(s[1][1] - s[0][1]), 3) for s in spans if len(s) == 2)
+    assert lengths and max(lengths) == pytest.approx(1.0)
+
+
+def test_tokens_by_delivery_draws_per_condition(tiers):
+    fig = PAPER_FIGURES["paper_tokens_by_delivery"](load([tiers]), "contains")
+    tokens_ax = fig.axes[0]
+    assert len(bars(tokens_ax)) == 16
+    # make_run bills 100 prompt tokens per turn: budget 1 runs 100, budget 2 runs 300; never their mean 200
+    assert {round(b.get_height()) for b in bars(tokens_ax)} == {100, 300}
+
+
+def test_different_question_sets_are_flagged(tmp_path):
+    root = tier_sweep(tmp_path / "mixed", models=("control-keyword",), budgets=(1,))
+    tier_sweep(root, questions=("nw01",), models=("smollm",), budgets=(1,))
+    fig = PAPER_FIGURES["paper_grep_vs_vector"](load([root]), "contains")
+    assert "question sets differ" in fig._suptitle.get_text()
+    assert {"n=3/3q", "n=1/1q"} <= set(texts(fig.axes[0]))
+    assert report.main([str(root), "--out", str(tmp_path / "out")]) == 0
+    assert "Question sets differ between conditions" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def noise_sweep(root: Path) -> Path:
+    """noise x tools x distractors.seed (replicates) x model; accuracy falls with noise for grep_only only."""
+    for model in ("smollm", "control-dense"):
+        for noise in (0, 1, 4):
+            for tools in ("grep_only", "vector_only"):
+                for seed in (0, 1):
+                    for i, qid in enumerate(QUESTIONS):
+                        right = tools == "vector_only" or noise == 0 or (noise == 1 and i == 0)
+                        make_run(root, f"{model}-{noise}-{tools}-{seed}-{qid}", question_id=qid, dataroom=None, model=model, served_id=model,
+                                 grades=grades(right), config={"tools": tools, "noise.ratio": noise, "noise.seed": seed},
+                                 axes={"model": model, "noise": noise, "tools": tools, "distractors.seed": seed})
+    return root
+
+
+def test_noise_curves_lines_per_condition_seeds_as_replicates(tmp_path):
+    frames = load([noise_sweep(tmp_path / "noise")])
+    assert set(frames.conditions) == {"model", "noise", "tools"}
+    fig = PAPER_FIGURES["paper_noise"](frames, "contains")
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 3]
+    assert len(lines) == 4  # model x tier, never pooled; the two distractor seeds are replicates of a question
+    by_label = {ln.get_label(): [round(y, 3) for y in ln.get_ydata()] for ln in lines}
+    assert by_label["tools=grep_only, model=smollm"] == [1.0, 0.333, 0.0]
+    assert by_label["tools=vector_only, model=control-dense"] == [1.0, 1.0, 1.0]
+    assert [t.get_text() for t in ax.texts].count("6/3q") == 12  # 2 seeds x 3 questions per point
+
+
+def test_budget_by_type_panels_per_question_type(tiers):
+    frames = load([tiers])
+    fig = PAPER_FIGURES["paper_budget_by_type"](frames, "contains")
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 1 and "factoid questions" in panels[0].get_title()  # nw01-03 are all factoid
+    assert len([ln for ln in panels[0].get_lines() if len(ln.get_xdata()) == 2]) == 8  # model x tools x delivery
+
+
+def test_designs_without_the_axes_are_said_so(tmp_path):
+    root = tmp_path / "plain"
+    for tools in ("high", "none"):
+        for qid in QUESTIONS:
+            make_run(root, f"{tools}-{qid}", question_id=qid, dataroom=None, grades=grades(tools == "high"), axes={"tools": tools})
+    frames = load([root])
+    assert "isolated tiers" in applies(frames, "paper_grep_vs_vector")
+    assert "noise" in applies(frames, "paper_noise")
+    assert "budget" in applies(frames, "paper_budget_by_type")
+    fig = PAPER_FIGURES["paper_noise"](frames, "contains")
+    assert any("not in this design" in t.get_text() for t in fig.axes[0].texts)
+    out = tmp_path / "out"
+    assert report.main([str(root), "--out", str(out)]) == 0
+    assert not list(out.glob("paper_*"))
+    assert "Not drawn (not in this design): `paper_grep_vs_vector`" in (out / "summary.md").read_text()
+
+
+def test_report_draws_the_paper_figures_the_design_fits(tiers, tmp_path):
+    out = tmp_path / "out"
+    assert report.main([str(tiers), "--out", str(out)]) == 0
+    for name in ("paper_grep_vs_vector", "paper_tokens_by_delivery", "paper_budget_by_type"):
+        for ext in ("png", "svg"):
+            assert (out / f"{name}.{ext}").stat().st_size > 1000
+    assert not (out / "paper_noise.png").exists()
+    summary = (out / "summary.md").read_text()
+    assert "![paper_grep_vs_vector](paper_grep_vs_vector.png)" in summary and "`paper_noise` (needs a noise axis" in summary
