@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .errors import SearchboxError
+from .errors import SearchboxError, cli
 
 
 @dataclass
@@ -157,6 +157,7 @@ def setup(dry_run: bool = False) -> int:
     return 0
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -166,18 +167,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     st.add_argument("--dry-run", action="store_true", help="print the build plan (CPU or CUDA flags) and build nothing")
     sub.add_parser("tools", help="print the tool catalog")
     args = parser.parse_args(argv)
-    try:
-        if args.cmd == "doctor":
-            return doctor(args.only)
-        if args.cmd == "setup":
-            return setup(args.dry_run)
-        from .tools.catalog import describe
+    if args.cmd == "doctor":
+        return doctor(args.only)
+    if args.cmd == "setup":
+        return setup(args.dry_run)
+    from .tools.catalog import describe
 
-        print(describe())
-        return 0
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
+    print(describe())
+    return 0
 
 
 if __name__ == "__main__":

@@ -43,8 +43,13 @@ class Workspace:
 
 
 def builtin_dataroom() -> Path:
-    """The small dataroom that ships with the package (used when none is given)."""
+    """The tiny dataroom that ships with the package (7 files): the API's default, for tests and smoke runs."""
     return Path(str(resources.files("searchbox") / "builtin" / "dataroom"))
+
+
+def packaged_corpus() -> Path:
+    """The seed's default corpus, shipped in the package: 207 Jina AI posts and model cards (MIT, see its NOTICE)."""
+    return Path(str(resources.files("searchbox") / "builtin" / "jina-corpus.zip"))
 
 
 def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLimits | None = None) -> Workspace:

@@ -1,4 +1,7 @@
-"""Domain errors: inner code raises these, the CLIs turn them into one-line messages."""
+"""Domain errors: inner code raises these; `cli` is where they become one-line messages."""
+
+import functools
+import sys
 
 
 class SearchboxError(Exception):
@@ -31,3 +34,20 @@ class BackendError(SearchboxError):
     Not the model's doing: the run stops as `tool_error` and a relaunch redoes it, instead of the
     model reading an error and the run being counted as if the tool did not exist.
     """
+
+
+def cli(main):
+    """Wrap a CLI's main: a SearchboxError becomes `searchbox: <reason>` and exit 2, Ctrl-C exit 130."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except SearchboxError as exc:
+            print(f"searchbox: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("searchbox: interrupted", file=sys.stderr)
+            return 130
+
+    return wrapper

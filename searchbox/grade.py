@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from .collect import collect, run_dirs, write
-from .errors import SearchboxError
+from .errors import SearchboxError, cli
 from .grading import Judge, Question, grade, load_questions
 from .record import read_meta, update_grades
 
@@ -104,6 +104,7 @@ def regrade(dirs: list[Path], gold: GoldSource, judge: Optional[Judge] = None, d
     return changes
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.grade", description=__doc__.splitlines()[0],
                                      epilog="Overrides: grading.judge=true grading.judge_endpoint=URL grading.judge_model=ID "
@@ -114,31 +115,27 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--judge-endpoint", default=None, help="OpenAI-compatible judge URL (default: $LLAMA_URL)")
     parser.add_argument("--judge-model", default=None, help="judge model id (needed when the endpoint serves several)")
     parser.add_argument("--dry-run", action="store_true", help="report what would change, write nothing")
-    try:
-        rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
-        args = parser.parse_args(rest)
-        use_judge = args.judge if args.judge is not None else _truthy(overrides.get("judge", "false"))
-        endpoint = args.judge_endpoint or overrides.get("judge_endpoint") or os.environ.get("LLAMA_URL")
-        missing = [d for d in args.dirs if not d.is_dir()]
-        if missing:
-            raise SearchboxError(f"no such sweep directory: {missing[0]}")
-        if args.questions and not args.questions.is_file():
-            raise SearchboxError(f"no such question file: {args.questions}")
-        gold = GoldSource(override={q.id: q for q in load_questions(args.questions)} if args.questions else None)
-        judge = None
-        if use_judge:
-            if not endpoint:
-                raise SearchboxError("grading.judge=true needs grading.judge_endpoint=URL (or $LLAMA_URL)")
-            judge = Judge.connect(endpoint, args.judge_model or overrides.get("judge_model"))
-        changes = regrade(args.dirs, gold, judge, args.dry_run)
-        total = len(run_dirs(args.dirs))
-        if not args.dry_run:
-            for d in args.dirs:
-                if (d / "runs").is_dir():  # a sweep: its tables follow the new grades
-                    write(d, *collect([d]))
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
+    rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(rest)
+    use_judge = args.judge if args.judge is not None else _truthy(overrides.get("judge", "false"))
+    endpoint = args.judge_endpoint or overrides.get("judge_endpoint") or os.environ.get("LLAMA_URL")
+    missing = [d for d in args.dirs if not d.is_dir()]
+    if missing:
+        raise SearchboxError(f"no such sweep directory: {missing[0]}")
+    if args.questions and not args.questions.is_file():
+        raise SearchboxError(f"no such question file: {args.questions}")
+    gold = GoldSource(override={q.id: q for q in load_questions(args.questions)} if args.questions else None)
+    judge = None
+    if use_judge:
+        if not endpoint:
+            raise SearchboxError("grading.judge=true needs grading.judge_endpoint=URL (or $LLAMA_URL)")
+        judge = Judge.connect(endpoint, args.judge_model or overrides.get("judge_model"))
+    changes = regrade(args.dirs, gold, judge, args.dry_run)
+    total = len(run_dirs(args.dirs))
+    if not args.dry_run:
+        for d in args.dirs:
+            if (d / "runs").is_dir():  # a sweep: its tables follow the new grades
+                write(d, *collect([d]))
     for run_id, diff in changes[:50]:
         print(f"{run_id}: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in diff.items()))
     if len(changes) > 50:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import unicodedata
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional
 

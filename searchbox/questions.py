@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Optional
 
 import yaml
 
-from .errors import SearchboxError
+from .errors import SearchboxError, cli
 
 FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
 SHUFFLE_SEED = 20260101  # fixed: any prefix of the file (questions.limit=N) mixes single- and multi-hop
@@ -253,6 +253,7 @@ def builtin_questions() -> Path:
     return Path(str(resources.files("searchbox") / "builtin" / "jina-questions.jsonl"))
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.questions", description="Build question sets from a corpus.")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -261,13 +262,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     b.add_argument("--out", type=Path, required=True, help="question file to write (jsonl)")
     b.add_argument("--prefix", default="q", help="question id prefix")
     args = parser.parse_args(argv)
+    questions = build(args.corpus, args.prefix)
     try:
-        questions = build(args.corpus, args.prefix)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(dumps(questions), encoding="utf-8")
-    except (SearchboxError, OSError) as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        raise SearchboxError(f"{args.out}: cannot write ({exc.strerror or exc})") from exc
     kinds = {t: sum(q.type == t for q in questions) for t in ("single-hop", "multi-hop")}
     print(f"{len(questions)} questions ({kinds['single-hop']} single-hop, {kinds['multi-hop']} multi-hop) -> {args.out}")
     return 0

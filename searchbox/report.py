@@ -16,7 +16,7 @@ import pandas as pd
 
 from .analysis import FIGURES, Frames, accuracy_table, comparisons, load, save, search_style_table, time_split, tool_usage
 from .analysis.paper import PAPER_FIGURES, applies
-from .errors import SearchboxError
+from .errors import cli
 
 GRADER_CHOICES = ("contains", "exact_match", "f1", "judge")
 
@@ -116,6 +116,7 @@ def build(dirs: list[Path], out: Path, grader: str = "contains", label: str | No
     return written
 
 
+@cli
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.report", description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep directories (with runs.parquet, or run dirs to collect)")
@@ -127,11 +128,7 @@ def main(argv=None) -> int:
     if missing:
         print(f"searchbox: no such sweep directory: {missing[0]}", file=sys.stderr)
         return 2
-    try:
-        written = build(args.dirs, args.out, args.grader, args.label)
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
+    written = build(args.dirs, args.out, args.grader, args.label)
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

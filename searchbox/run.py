@@ -18,12 +18,12 @@ from typing import Callable, Iterator, Optional
 from . import __version__
 from .agent import Agent, read_answer
 from .config import RunConfig
-from .dataroom import Workspace, make_read_only, make_writable, open_workspace, rescan
-from .errors import SearchboxError
+from .dataroom import Workspace, make_read_only, make_writable, open_workspace, packaged_corpus, rescan
+from .errors import SearchboxError, cli
 from .identity import dataroom_identity, run_key, served_identity
 from .llm import ChatClient, parse_metrics
 from .protocol import JsonProtocol, NativeProtocol, choose
-from .record import DataroomInfo, Gold, Recorder, RunRecord, read_record, read_state, write_meta
+from .record import DataroomInfo, Gold, Recorder, RunRecord, read_record, read_state
 from .tools import ToolContext, Toolset, select
 from .tools.sandbox import resolve_mode
 
@@ -237,7 +237,7 @@ def sigterm_as_interrupt() -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m searchbox.run", description="Answer one question over a dataroom with a local agent.")
     parser.add_argument("question", nargs="?", help="the question (not with --resume)")
-    parser.add_argument("dataroom", nargs="?", help="zip or folder (default: the built-in dataroom)")
+    parser.add_argument("dataroom", nargs="?", help="zip or folder (default: the packaged 207-document corpus)")
     parser.add_argument("--budget", type=int, default=None, help="turns (or tokens with --budget-unit tokens); default 1")
     parser.add_argument("--budget-unit", choices=["turns", "tokens"], default="turns")
     parser.add_argument("--token-metric", choices=["total", "prompt", "completion", "uncached_prompt"], default="total")
@@ -267,43 +267,37 @@ def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
                                shared=threads.whole_machine()))
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     from .threads import preset_blas_env
 
     preset_blas_env()  # before numpy and torch load their pools
     sigterm_as_interrupt()
     args = _parser().parse_args(argv)
-    try:
-        if args.resume is not None:
-            record = read_record(args.resume) if (args.resume / "run_meta.json").exists() else None
-            cfg = RunConfig.from_dict(record.config) if record else RunConfig()
-            _apply_thread_plan(cfg, args.endpoint)
-            with endpoint_for(cfg, args.endpoint) as url:
-                meta = resume(args.resume, url, args.budget)
-            out = args.resume
-        else:
-            if not args.question:
-                raise SearchboxError("a question is required (or --resume RUN_DIR)")
-            cfg = RunConfig(tools=args.tools)
-            cfg.model.model, cfg.model.protocol, cfg.model.max_tokens, cfg.model.policy = args.model, args.protocol, args.max_tokens, args.policy
-            h = cfg.harness
-            h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
-            h.sandbox, h.run_ceiling_s, h.delivery = args.sandbox, args.run_ceiling, args.delivery
-            out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-            cfg.validate()
-            select(cfg.tools)
-            if args.dataroom:
-                dataroom_identity(args.dataroom)  # refuse an unreadable input before starting a server
-            prepare_out(out, args.overwrite)
-            _apply_thread_plan(cfg, args.endpoint)
-            with endpoint_for(cfg, args.endpoint) as url:
-                meta = execute(cfg, args.question, args.dataroom, out, url)
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("searchbox: interrupted", file=sys.stderr)
-        return 130
+    if args.resume is not None:
+        record = read_record(args.resume) if (args.resume / "run_meta.json").exists() else None
+        cfg = RunConfig.from_dict(record.config) if record else RunConfig()
+        _apply_thread_plan(cfg, args.endpoint)
+        with endpoint_for(cfg, args.endpoint) as url:
+            meta = resume(args.resume, url, args.budget)
+        out = args.resume
+    else:
+        if not args.question:
+            raise SearchboxError("a question is required (or --resume RUN_DIR)")
+        cfg = RunConfig(tools=args.tools)
+        cfg.model.model, cfg.model.protocol, cfg.model.max_tokens, cfg.model.policy = args.model, args.protocol, args.max_tokens, args.policy
+        h = cfg.harness
+        h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
+        h.sandbox, h.run_ceiling_s, h.delivery = args.sandbox, args.run_ceiling, args.delivery
+        out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+        cfg.validate()
+        select(cfg.tools)
+        dataroom = args.dataroom or packaged_corpus()
+        dataroom_identity(dataroom)  # refuse an unreadable input before starting a server
+        prepare_out(out, args.overwrite)
+        _apply_thread_plan(cfg, args.endpoint)
+        with endpoint_for(cfg, args.endpoint) as url:
+            meta = execute(cfg, args.question, dataroom, out, url)
     t = meta["tokens"]
     estimated = f", {t['estimated_calls']} calls estimated" if t["estimated_calls"] else ""
     print(f"{meta['stop_reason']}: {meta['turns']} turns, {meta['tool_calls']} tool calls, "

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from tests.fakes.commands import SWEEP
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_QA = ROOT.parent / "shared" / "data" / "jina-qa.jsonl"
 QUESTION = "How tall is Gannet Rock?"
@@ -950,7 +952,7 @@ def sweep_killed_randomly(tmp: Path) -> str:
     kills = []
     with ScriptedServer([{"sleep": 0.3, "content": "slow"}] * 400) as srv:
         env = {**os.environ, "LLAMA_URL": srv.url, "HYDRA_FULL_ERROR": "1"}
-        cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args]
+        cmd = [*SWEEP, *args]
         for _ in range(2):
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             at = rng.uniform(2.0, 7.0)

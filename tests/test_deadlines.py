@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -11,7 +10,7 @@ import pytest
 
 from searchbox.config import ModelConfig
 from searchbox.llm import ChatClient, DeadlineExceeded, parse_usage
-from tests.conftest import make_cfg, run_script, tables
+from tests.conftest import make_cfg, tables
 from tests.fakes.scripted_server import ScriptedServer
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +11,7 @@ import pandas as pd
 from searchbox.agent import INFRA_STOPS
 from tests.conftest import make_cfg, run_script, tables, trace
 from tests.fakes.scripted_server import ScriptedServer
+from tests.fakes.commands import SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH = {"tool_calls": [{"name": "search_dataroom", "arguments": {"query": "lighthouse height"}}]}
@@ -61,7 +61,7 @@ def test_unfittable_context_is_a_result_not_an_outage(tmp_path):
 
 def _sweep(args, url, root):
     env = {**os.environ, "LLAMA_URL": url, "HYDRA_FULL_ERROR": "1"}
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
+    cmd = [*SWEEP, *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 

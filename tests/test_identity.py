@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from searchbox.llm import ChatClient
 from searchbox.record import Served
 from tests.conftest import make_cfg, run_script
 from tests.fakes.scripted_server import ScriptedServer
+from tests.fakes.commands import SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVED = Served(model_id="m", llama_cpp="b1")
@@ -105,7 +105,7 @@ def test_single_run_records_served_identity_and_key(tmp_path):
 
 def _sweep(args, url, root):
     env = {**os.environ, "LLAMA_URL": url, "HYDRA_FULL_ERROR": "1"}
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
+    cmd = [*SWEEP, *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

@@ -14,6 +14,7 @@ import pytest
 from searchbox import llama
 from searchbox.errors import SetupError
 from searchbox.threads import available_cores, plan, whole_machine
+from tests.fakes.commands import SWEEP
 
 
 def _llama_pids() -> set[int]:
@@ -103,7 +104,7 @@ def test_sweep_on_embedded_default(tmp_path, real_home):
         pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
     before = _llama_pids()
     env = {k: v for k, v in os.environ.items() if k != "LLAMA_URL"}
-    proc = subprocess.run([sys.executable, "-m", "searchbox.sweep", "-m", "tools=high,none", "budget=1,2", "questions.limit=1",
+    proc = subprocess.run([*SWEEP, "tools=high,none", "budget=1,2", "questions.limit=1",
                            f"sweep.root={tmp_path}"], capture_output=True, text=True, timeout=900, env=env, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
@@ -201,7 +202,7 @@ def test_sweep_on_two_embedded_servers_sized_by_the_thread_plan(tmp_path, real_h
         pytest.skip("embedded default not installed: run `python -m searchbox setup` (.ci/run does)")
     before = _llama_pids()
     env = {k: v for k, v in os.environ.items() if k != "LLAMA_URL"}
-    proc = subprocess.run([sys.executable, "-m", "searchbox.sweep", "-m", "tools=none", "budget=1", "questions.limit=4", "model.servers=2",
+    proc = subprocess.run([*SWEEP, "tools=none", "budget=1", "questions.limit=4", "model.servers=2",
                            f"sweep.root={tmp_path}"], capture_output=True, text=True, timeout=900, env=env, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")

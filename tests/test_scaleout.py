@@ -21,6 +21,7 @@ from searchbox.config import RunConfig
 from searchbox.errors import ConfigError, SetupError
 from searchbox.pool import Endpoint, EndpointPool, PoolExhausted, open_pool
 from searchbox.sweep import launcher_jobs
+from tests.fakes.commands import SWEEP
 from tests.fakes.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ KEYS = ["run_id", "question_id", "tools", "budget", "stop_reason", "turns", "tok
 
 
 def _sweep(args, root, env=None, timeout=600):
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
+    cmd = [*SWEEP, *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HYDRA_FULL_ERROR": "1", **(env or {})}, capture_output=True,
                           text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
@@ -124,7 +125,7 @@ def test_killed_server_its_runs_finish_once_on_the_other(tmp_path):
     a = Proc([{"sleep": 0.2, "content": "from a"}, {"sleep": 300, "content": "never"}])
     b = Proc([{"sleep": 0.3, "content": "from b"}] * 40)
     try:
-        cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "tools=none", "budget=2", "questions.limit=4", f"model.endpoints=[{a.url},{b.url}]",
+        cmd = [*SWEEP, "tools=none", "budget=2", "questions.limit=4", f"model.endpoints=[{a.url},{b.url}]",
                f"sweep.root={tmp_path}", "harness.today=2026-01-01", "model.retries=0"]
         sweep = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HYDRA_FULL_ERROR": "1"}, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
@@ -153,7 +154,7 @@ def test_ctrl_c_with_runs_in_flight_pauses_them_and_a_relaunch_finishes_the_rest
     runs_dir = tmp_path / "default" / "runs"
     with ScriptedServer([{"sleep": 0.3, "content": "slow"}] * 400) as srv:
         args = ["tools=none", "budget=3", "questions.limit=6", "model.parallel=2"]
-        cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={tmp_path}", "harness.today=2026-01-01", "model.retries=0"]
+        cmd = [*SWEEP, *args, f"sweep.root={tmp_path}", "harness.today=2026-01-01", "model.retries=0"]
         sweep = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "LLAMA_URL": srv.url}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not list(runs_dir.glob("*/DONE")):

@@ -15,13 +15,14 @@ import pytest
 from searchbox.errors import ConfigError
 from searchbox.sweep import SweepConfig, axes_of, count_jobs
 from tests.fakes.scripted_server import ScriptedServer
+from tests.fakes.commands import SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sweep(args, url, root, **kw):
     env = {**os.environ, "LLAMA_URL": url, "HYDRA_FULL_ERROR": "1"}
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
+    cmd = [*SWEEP, *args, f"sweep.root={root}", "harness.today=2026-01-01", "model.retries=0"]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import RetrievalConfig
-from ..errors import SearchboxError
+from ..errors import SearchboxError, cli
 
 DEFAULTS = RetrievalConfig()
 
@@ -186,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     from ..threads import preset_blas_env
 
@@ -194,14 +195,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if getattr(args, "k", 1) < 1:
         print("searchbox: --k must be at least 1", file=sys.stderr)
         return 2
-    try:
-        return args.func(args)
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("searchbox: interrupted", file=sys.stderr)
-        return 130
+    return args.func(args)
 
 
 if __name__ == "__main__":

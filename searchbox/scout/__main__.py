@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ..errors import SearchboxError
+from ..errors import SearchboxError, cli
 from ..paths import home
 from .config import POLICIES, ScoutConfig
 
@@ -100,21 +100,15 @@ def main_eval(argv: list[str]) -> int:
     return 0
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     from ..run import sigterm_as_interrupt
 
     argv = list(sys.argv[1:] if argv is None else argv)
     sigterm_as_interrupt()
-    try:
-        if argv and argv[0] == "eval":
-            return main_eval(argv[1:])
-        return main_search(argv)
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("searchbox: interrupted", file=sys.stderr)
-        return 130
+    if argv and argv[0] == "eval":
+        return main_eval(argv[1:])
+    return main_search(argv)
 
 
 if __name__ == "__main__":
