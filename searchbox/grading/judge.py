@@ -36,8 +36,7 @@ _VERDICT = re.compile(r"\b(INCORRECT|CORRECT)\b")
 
 def served_model(client: ChatClient, wanted: Optional[str]) -> str:
     """The id the endpoint serves for this judge, from /v1/models; ModelError when it cannot be told."""
-    body = client.get_json("/v1/models")
-    ids = [str(m.get("id")) for m in (body or {}).get("data") or [] if isinstance(m, dict) and m.get("id")]
+    ids = client.served_model()["model_ids"]
     if not ids:
         raise ModelError(f"judge endpoint {client.root} does not list its models (/v1/models); cannot key judge verdicts")
     if wanted and wanted in ids:
