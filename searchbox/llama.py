@@ -273,7 +273,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     os.setsid()
     with contextlib.suppress(Exception):  # Linux only: the server gets SIGTERM if we die without cleanup
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -335,7 +335,7 @@ class LlamaServer:
         self.port = free_port()
         self.log_path = cache_dir("logs") / f"llama-server-{os.getpid()}-{self.port}.log"
         log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         log.close()
         return self
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..llama import _die_with_parent
+from ..llama import die_with_parent
 from .scheduler import PAUSING, Job, Launch, Scheduler
 from .sweeps import last_reason
 
@@ -160,7 +160,7 @@ class JobRunner:
                 log.write(f"\n=== {launch.kind} {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
                 log.flush()
                 self.procs[job.id] = subprocess.Popen(self.command(launch), stdout=log, stderr=subprocess.STDOUT,
-                                                      stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+                                                      stdin=subprocess.DEVNULL, env=env, preexec_fn=die_with_parent)
         except OSError as exc:
             self.sched.exited(job.id, None, f"could not start the run: {exc}")
 
