@@ -274,6 +274,7 @@ def free_port() -> int:
 
 
 def die_with_parent() -> None:
+    """Run in a child before exec: its own session, and SIGTERM when this process dies."""
     os.setsid()
     with contextlib.suppress(Exception):  # Linux only: the server gets SIGTERM if we die without cleanup
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.scripted_server import ScriptedServer
-from tests.fakes.webapp import LiveApp, make_sweep, turn_script
+from tests.fakes.webapp import LiveApp, make_sweep, turn_script, wait_for
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")
-
-
-def wait_until(predicate, timeout=120.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_submit_watch_pause_resume_and_open_a_sweep(tmp_path):
@@ -63,11 +52,11 @@ def test_submit_watch_pause_resume_and_open_a_sweep(tmp_path):
             # the dashboard updates while the run goes: token chart points and activity feed grow
             chart = page.locator("#tokens-chart")
             feed = page.locator("#feed .feed-item.call")
-            wait_until(lambda: int(chart.get_attribute("data-turns")) >= 1 and feed.count() >= 2, what="first chart point and feed items")
+            wait_for(lambda: int(chart.get_attribute("data-turns")) >= 1 and feed.count() >= 2, what="first chart point and feed items")
             first_calls = feed.count()
             assert page.locator("#tokens-chart canvas").count() == 1
             page.screenshot(path=str(shots / "dashboard-live.png"), full_page=True)
-            wait_until(lambda: int(chart.get_attribute("data-turns")) >= 2 and feed.count() > first_calls, what="a second turn")
+            wait_for(lambda: int(chart.get_attribute("data-turns")) >= 2 and feed.count() > first_calls, what="a second turn")
             expect(page.locator("#feed .feed-item.call pre.args").first).to_contain_text("ANSWER.md")
             expect(page.locator("#tool-dist [data-tool='bash: grep']")).to_be_visible()
 
@@ -79,7 +68,7 @@ def test_submit_watch_pause_resume_and_open_a_sweep(tmp_path):
             page.screenshot(path=str(shots / "dashboard-held.png"), full_page=True)
             page.click("#resume")
             expect(page.locator("#status .badge")).to_have_text("done", timeout=120_000)
-            wait_until(lambda: chart.get_attribute("data-turns") == "4", what="all four turns charted")
+            wait_for(lambda: chart.get_attribute("data-turns") == "4", what="all four turns charted")
             expect(page.locator("#summary")).to_contain_text("budget_spent")
             expect(page.locator("#answer strong")).to_have_text("38.4 metres")
             expect(page.locator("#answer")).to_contain_text("<script>alert(1)</script>")  # shown as text, not run
@@ -99,7 +88,7 @@ def test_submit_watch_pause_resume_and_open_a_sweep(tmp_path):
             page.click("#render")
             img = page.locator("#figures img[alt='tool_choice.png']")
             expect(img).to_be_visible(timeout=180_000)
-            wait_until(lambda: img.evaluate("el => el.complete && el.naturalWidth") > 0, what="the figure to load")
+            wait_for(lambda: img.evaluate("el => el.complete && el.naturalWidth") > 0, what="the figure to load")
             page.screenshot(path=str(shots / "sweep.png"), full_page=True)
             page.click("#runs tbody tr >> nth=0 >> a")
             expect(page.locator("#status .badge")).to_have_text("complete")

@@ -17,7 +17,7 @@ import pytest
 from searchbox import serve
 from searchbox.dataroom import builtin_dataroom
 from tests.fakes.scripted_server import ScriptedServer
-from tests.fakes.webapp import LiveApp, make_sweep, sse, turn_script
+from tests.fakes.webapp import LiveApp, make_sweep, sse, turn_script, wait_for
 
 
 def dataroom_zip() -> bytes:
@@ -40,16 +40,6 @@ def turns_done(app, job) -> int:
     snap = app.get(f"/api/runs/{job['ref']}/snapshot").json()
     assert "turns" in snap, snap
     return len(snap["turns"])
-
-
-def wait_for(predicate, timeout=120.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_upload_job_streams_its_own_trace_and_finishes(tmp_path):

@@ -61,6 +61,17 @@ class LiveApp:
         raise AssertionError(f"job {job_id} did not reach {states}: {job}")
 
 
+def wait_for(predicate, timeout=120.0, what="condition"):
+    """Poll until predicate() is truthy (a busy machine gets waits, never timing assertions)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def sse(url: str, timeout: float = 60.0, headers: Optional[dict] = None) -> Iterator[tuple[str, object, str]]:
     """(event, data, id) for each server-sent event until the stream closes."""
     with httpx.stream("GET", url, timeout=httpx.Timeout(timeout), headers=headers or {}) as resp:
