@@ -332,7 +332,6 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from .dataroom import builtin_dataroom, make_writable
     from .grading import Judge, grade, load_questions
     from .identity import dataroom_identity, run_key
-    from .llm import ChatClient
     from .pool import open_pool
     from .record import Gold, update_grades
     from .run import RunInfo, execute
@@ -375,9 +374,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             print(f"[sweep] {workers} runs in flight on {pool.total_slots} slot(s) of {len(pool.live)} endpoint(s); threads: {plan.describe()}",
                   file=sys.stderr, flush=True)
         judge = None
-        if sc.grading.judge:
-            jcfg = ModelConfig(**{**cfg.model.__dict__, "model": sc.grading.judge_model or cfg.model.model})
-            judge = Judge(ChatClient(jcfg, sc.grading.judge_endpoint or pool.live[0].url), jcfg.model or jcfg.name)
+        if sc.grading.judge:  # asks the judge's endpoint what it serves now, so a wrong one fails before any run
+            judge = Judge.connect(sc.grading.judge_endpoint or pool.live[0].url, sc.grading.judge_model or cfg.model.model, base=cfg.model)
 
         def attempt(item) -> Outcome:
             q, key = item
@@ -406,7 +404,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             ok = meta["stop_reason"] not in INFRA_STOPS
             if ok:
                 grades = grade(tmp, q, judge)
-                update_grades(tmp, {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in grades.items()})
+                update_grades(tmp, grades)
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
             return Outcome(q, meta, ok, ep.url, redone)

@@ -114,3 +114,20 @@ def test_named_experiments_compose(name, expect):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert expect in proc.stdout
+
+
+def test_sweep_grades_with_a_judge_at_its_own_endpoint(tmp_path):
+    from tests.fakes.judge_server import JudgeServer
+
+    with ScriptedServer([{"content": "38.4 metres"}, {"content": "no idea"}]) as srv, JudgeServer(["judge-7b"]) as judge:
+        proc = _sweep(["tools=none", "budget=1", "questions.limit=2", "grading.judge=true", f"grading.judge_endpoint={judge.url}"],
+                      srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet").set_index("question_id")
+    assert runs.loc["nw01", "judge"] == 1.0 and runs.loc["nw02", "judge"] == 0.0
+    assert (runs["judge_model"] == "judge-7b").all() and len(judge.requests) == 2
+    proc = _sweep(["tools=none", "budget=1", "questions.limit=1", "grading.judge=true", "grading.judge_endpoint=http://127.0.0.1:9"],
+                  srv.url, tmp_path / "dead")
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 2 and "judge" in out and "Traceback" not in out  # a dead judge fails before any run
