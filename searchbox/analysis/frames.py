@@ -25,6 +25,7 @@ KNOWN_AXES = ("model", "tools", "budget", "budget_unit", "token_metric", "force_
               "questions", "noise", "delivery", "experiment")
 IDENTITY = ("served_model_id", "served_gguf_sha256", "served_policy", "dataroom_identity", "dataroom_sha256")
 REPLICATES = frozenset({"seed", "model.seed", "noise.seed", "distractors.seed"})
+DRAWN_WITH_NOISE = ("dataroom_sha256",)  # identity columns that change with each distractor draw
 LABEL_FIRST = ("tools", "budget", "model", "retriever", "force_budget")  # preferred order of condition columns
 
 
@@ -63,7 +64,16 @@ def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> li
     for col in varying:
         if not any(_same_split(runs, col, k) for k in kept):
             kept.append(col)
-    return kept
+    # the dataroom's content hash follows the noise draw: with the design and the distractor seed fixed it is fixed,
+    # so it names no condition of its own and the seeds stay replicates
+    seeds = [c for c in ("noise.seed", "distractors.seed") if c in runs.columns]
+    design_cols = [k for k in kept if k not in IDENTITY]
+    return [k for k in kept if not (k in DRAWN_WITH_NOISE and seeds and _follows(runs, k, design_cols + seeds))]
+
+
+def _follows(runs: pd.DataFrame, col: str, by: list[str]) -> bool:
+    """col takes one value within each combination of the `by` columns."""
+    return bool((_key(runs[col]).groupby([_key(runs[b]) for b in by]).nunique() == 1).all())
 
 
 def _same_split(runs: pd.DataFrame, a: str, b: str) -> bool:

@@ -24,7 +24,8 @@ TIERS = ("grep_only", "vector_only")  # the isolated retrieval tiers (tools/cata
 TIER_COLORS = {"grep_only": "#2a7ab0", "vector_only": "#d9822b", "none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e"}
 DELIVERY_HATCH = {"inline": "", "file": "//"}
 DELIVERIES = ("inline", "file")
-STYLES = ("-", "--", ":", "-.")
+HUE_FIRST = ("tools", "force_budget", "delivery", "retriever", "model")  # which condition the lines of a curve panel show
+MAX_PANELS = 6
 TABLE_END = ("n", "n_questions", "mean", "ci_low", "ci_high")  # accuracy_table's columns after its keys
 
 
@@ -172,81 +173,107 @@ def tokens_by_delivery(frames: Frames, grader: str = "contains") -> Figure:
     return _tier_delivery_figure(frames, panels, "Inline vs file delivery: tokens in the context vs extra reads (95% CI resampling questions)")
 
 
-def _curves(ax, table: pd.DataFrame, x: str, lines: list[str], position: dict) -> None:
-    """One line per combination of `lines` (colour by tier when tools is one of them), 95% CI band, n per point."""
-    rest = [k for k in lines if k != "tools"]
-    rest_keys = [tuple(sorted(k.items())) for k, _ in cells(table, rest)] if rest else [()]
-    for i, (key, g) in enumerate(cells(table, lines)):
+def _hue(lines: list[str]) -> Optional[str]:
+    return next((c for c in HUE_FIRST if c in lines), lines[0] if lines else None)
+
+
+def _curves(ax, table: pd.DataFrame, x: str, hue: Optional[str], hue_levels: list[str], position: dict) -> None:
+    """One line per value of `hue` (tiers in their colours), a 95% CI band, n (runs/questions) at each point."""
+    for key, g in cells(table, [hue] if hue else []):
         g = g.sort_values(x)
         xs = [position[v] for v in g[x]]
-        tier = str(key.get("tools", ""))
-        style_of = tuple(sorted((k, v) for k, v in key.items() if k != "tools"))
-        color = TIER_COLORS.get(tier) if "tools" in lines else None
-        color = color or f"C{i % 10}"
-        ls = STYLES[rest_keys.index(style_of) % len(STYLES)] if "tools" in lines and style_of in rest_keys else "-"
-        ax.plot(xs, g["mean"], marker="o", color=color, linestyle=ls, label=label(key))
+        value = str(key.get(hue, ""))
+        i = hue_levels.index(value) if value in hue_levels else 0
+        color = (TIER_COLORS.get(value) if hue == "tools" else None) or f"C{i % 10}"
+        ax.plot(xs, g["mean"], marker="o", color=color, label=label(key))
         ax.fill_between(xs, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
         for xi, yi, n, nq in zip(xs, g["mean"], g["n"], g["n_questions"]):
             if pd.notna(yi):
                 ax.annotate(f"{int(n)}/{int(nq)}q", (xi, yi), textcoords="offset points", xytext=(3, 3), fontsize=5, color=color)
 
 
-def _legend(fig: Figure, ax) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    widest = max((len(lb) for lb in labels), default=1) * 0.05 + 0.6  # inches per entry at fontsize 6
-    fig.legend(handles, labels, loc="outside lower center", ncol=max(1, min(len(labels), int(fig.get_figwidth() // widest))), fontsize=6)
+def _curve_grid(rows: list[tuple[str, str, pd.DataFrame]], x: str, lines: list[str], position: dict, ticks: list[str],
+                xlabel: str) -> tuple[Figure, int, int]:
+    """Rows of (title, y label, table) x one column per combination of the conditions besides the hue; lines = hue."""
+    hue = _hue(lines)
+    panel_keys = [c for c in lines if c != hue]
+    panels = [k for k, _ in cells(pd.concat([t for _, _, t in rows]), panel_keys)] if panel_keys else [{}]
+    shown = panels[:MAX_PANELS]
+    hue_levels = sorted({str(v) for _, _, t in rows for v in t[hue]}) if hue else []
+    fig = Figure(figsize=(max(7.0, 3.4 * len(shown) + 1.0), 3.0 * len(rows) + 1.6), layout="constrained")
+    axes = fig.subplots(len(rows), len(shown), squeeze=False, sharey=True, sharex=True)
+    for r, (title, ylabel, table) in enumerate(rows):
+        for c, pkey in enumerate(shown):
+            ax = axes[r][c]
+            sub = table
+            for k, v in pkey.items():
+                sub = sub[sub[k].astype(str) == str(v)]
+            _curves(ax, sub, x, hue, hue_levels, position)
+            ax.set_title(title + (f"\n{label(pkey)}" if pkey else ""), fontsize=8)
+            ax.set_xticks(list(position.values()), ticks)
+            ax.set_ylim(-0.02, 1.05)
+            if c == 0:
+                ax.set_ylabel(ylabel)
+            if r == len(rows) - 1:
+                ax.set_xlabel(xlabel)
+    _legend(fig, [ax for row in axes for ax in row])
+    return fig, len(shown), len(panels)
+
+
+def _legend(fig: Figure, axes: list) -> None:
+    entries: dict = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(text, handle)
+    if not entries:
+        return
+    widest = max(len(t) for t in entries) * 0.05 + 0.6  # inches per entry at fontsize 6
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", fontsize=6,
+               ncol=max(1, min(len(entries), int(fig.get_figwidth() // widest))))
+
+
+def _shown(shown: int, total: int) -> str:
+    return f"; {shown} of {total} panels shown, all in summary.md" if total > shown else ""
 
 
 def noise_curves(frames: Frames, grader: str = "contains") -> Figure:
-    """Accuracy and evidence recall vs noise ratio, one line per combination of the other conditions, 95% CI bands."""
+    """Accuracy and evidence recall vs noise ratio: a panel per combination of the other conditions (tiers as lines), 95% CI bands."""
     why = applies(frames, "paper_noise")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
     runs = frames.runs.assign(noise=pd.to_numeric(frames.runs["noise"], errors="coerce"))
-    panels = [(grader, f"accuracy ({grader})")]
+    metrics = [(grader, f"accuracy ({grader})")]
     if "evidence_recall" in runs.columns and runs["evidence_recall"].notna().any():
-        panels.append(("evidence_recall", "evidence recall"))
+        metrics.append(("evidence_recall", "evidence recall"))
     levels = sorted(runs["noise"].dropna().unique())
     position = {lvl: i for i, lvl in enumerate(levels)}  # evenly spaced: 0, 1, 4, 16 read as steps
-    fig = Figure(figsize=(5.2 * len(panels) + 1.0, 4.6), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False, sharex=True)[0]
-    for ax, (col, name) in zip(axes, panels):
+    rows, lines = [], []
+    for col, name in metrics:
         table, lines = _table(frames, runs, col, ["noise"])
-        _curves(ax, table.dropna(subset=["noise"]), "noise", lines, position)
-        ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
-        ax.set_xlabel("noise (distractor bytes / dataroom bytes)")
-        ax.set_ylim(-0.02, 1.05)
-        ax.set_ylabel(name)
-        ax.set_title(f"{name} vs noise (n = runs/questions)", fontsize=9)
-    _legend(fig, axes[-1])
-    fig.suptitle("Distractors mixed into the dataroom\n(means over questions, 95% CI resampling questions; seeds are replicates)",
-                 fontsize=10)
+        rows.append((name, name, table.dropna(subset=["noise"])))
+    fig, shown, total = _curve_grid(rows, "noise", lines, position, [f"{v:g}" for v in levels], "noise (distractor bytes / dataroom bytes)")
+    fig.suptitle("Distractors mixed into the dataroom\n(means over questions, 95% CI resampling questions; n = runs/questions; "
+                 f"distractor seeds are replicates{_shown(shown, total)})", fontsize=10)
     return fig
 
 
 def budget_by_type(frames: Frames, grader: str = "contains") -> Figure:
-    """Accuracy vs budget, one panel per question type (single-hop vs multi-hop), one line per other condition."""
+    """Accuracy vs budget: a row per question type (single-hop vs multi-hop), a panel per other condition, lines by tier or forcing."""
     why = applies(frames, "paper_budget_by_type")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
     runs = frames.runs.assign(question_type=frames.runs["question_type"].fillna("").astype(str).replace("", "unknown"))
     table, lines = _table(frames, runs, grader, ["question_type", "budget"])
-    types = sorted(table["question_type"].unique())
     budgets = sorted(table["budget"].unique())
-    position = {b: b for b in budgets}
-    fig = Figure(figsize=(max(7.0, 4.4 * len(types) + 1.0), 4.6), layout="constrained")
-    axes = fig.subplots(1, len(types), squeeze=False, sharey=True)[0]
-    for ax, qtype in zip(axes, types):
-        _curves(ax, table[table["question_type"] == qtype], "budget", lines, position)
+    rows = []
+    for qtype in sorted(table["question_type"].unique()):
         nq = runs.loc[runs["question_type"] == qtype, "question_id"].nunique() if "question_id" in runs else 0
-        ax.set_title(f"{qtype} questions ({nq} questions)", fontsize=9)
-        ax.set_xticks(budgets, [str(b) for b in budgets])
-        ax.set_xlabel(f"budget ({runs['budget_unit'].iloc[0]})" if "budget_unit" in runs else "budget")
-        ax.set_ylim(-0.02, 1.05)
-    axes[0].set_ylabel(f"accuracy ({grader})")
-    _legend(fig, axes[-1])
-    fig.suptitle("Accuracy vs budget by question type\n(means over questions, 95% CI resampling questions; n = runs/questions)",
-                 fontsize=10)
+        rows.append((f"{qtype} questions ({nq})", f"accuracy ({grader})", table[table["question_type"] == qtype]))
+    unit = runs["budget_unit"].iloc[0] if "budget_unit" in runs else "turns"
+    fig, shown, total = _curve_grid(rows, "budget", lines, {b: i for i, b in enumerate(budgets)}, [str(b) for b in budgets],
+                                    f"budget ({unit})")
+    fig.suptitle("Accuracy vs budget by question type\n(means over questions, 95% CI resampling questions; n = runs/questions"
+                 f"{_shown(shown, total)})", fontsize=10)
     return fig
 
 
