@@ -158,3 +158,18 @@ def test_report_draws_the_paper_figures_the_design_fits(tiers, tmp_path):
     assert not (out / "paper_noise.png").exists()
     summary = (out / "summary.md").read_text()
     assert "![paper_grep_vs_vector](paper_grep_vs_vector.png)" in summary and "`paper_noise` (needs a noise axis" in summary
+
+
+def test_conditions_leave_out_columns_that_add_no_split():
+    """A model beside controls: served_policy is missing for the model (a missing value is a value) and
+    model.protocol is coarser than model; neither adds a cell, so neither is a condition the figures label."""
+    import pandas as pd
+
+    from searchbox.analysis import conditions
+
+    runs = pd.DataFrame({"run_id": list("abcdef"), "question_id": "q", "contains": 1.0,
+                         "model": ["smollm", "smollm", "control-keyword", "control-keyword", "control-dense", "control-dense"],
+                         "served_policy": [None, None, "keyword", "keyword", "dense", "dense"],
+                         "model.protocol": ["auto", "auto", "native", "native", "native", "native"],
+                         "tools": ["grep_only", "vector_only"] * 3})
+    assert conditions(runs) == ["tools", "model"]

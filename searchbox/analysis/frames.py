@@ -48,12 +48,12 @@ def _design_candidates(runs: pd.DataFrame, design: Optional[Iterable[str]]) -> l
 
 
 def _key(s: pd.Series) -> pd.Series:
-    return s.astype(str)
+    return s.astype(object).where(s.notna(), "<missing>").astype(str)  # a missing value is a value (groupby drops NaN keys)
 
 
 def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> list[str]:
-    """The design columns that vary across these runs, one per distinct split (a column that splits
-    the runs exactly as an earlier one does, such as served_model_id beside model, is left out)."""
+    """The design columns that vary across these runs, one per distinct split (a column that adds no split
+    to the earlier ones, such as served_model_id beside model or model.protocol beside model, is left out)."""
     if runs.empty:
         return []
     cands = [c for c in _design_candidates(runs, design) if c not in REPLICATES and c not in OPERATIONAL_FIELDS]
@@ -62,7 +62,7 @@ def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> li
     varying.sort(key=lambda c: (rank.get(c, len(rank)), "." in c, c in IDENTITY))
     kept: list[str] = []
     for col in varying:
-        if not any(_same_split(runs, col, k) for k in kept):
+        if not (kept and _follows(runs, col, kept)):
             kept.append(col)
     # the dataroom's content hash follows the noise draw: with the design and the distractor seed fixed it is fixed,
     # so it names no condition of its own and the seeds stay replicates
@@ -74,11 +74,6 @@ def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> li
 def _follows(runs: pd.DataFrame, col: str, by: list[str]) -> bool:
     """col takes one value within each combination of the `by` columns."""
     return bool((_key(runs[col]).groupby([_key(runs[b]) for b in by]).nunique() == 1).all())
-
-
-def _same_split(runs: pd.DataFrame, a: str, b: str) -> bool:
-    ka, kb = _key(runs[a]), _key(runs[b])
-    return bool((kb.groupby(ka).nunique() == 1).all() and (ka.groupby(kb).nunique() == 1).all())
 
 
 def label(values: dict, sep: str = ", ") -> str:
