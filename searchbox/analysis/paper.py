@@ -178,12 +178,13 @@ def _hue(lines: list[str]) -> Optional[str]:
 
 
 def _curves(ax, table: pd.DataFrame, x: str, hue: Optional[str], hue_levels: list[str], position: dict) -> None:
-    """One line per value of `hue` (tiers in their colours), a 95% CI band, n (runs/questions) at each point."""
+    """One line per value of `hue` (tiers in their colours, dodged a little), a 95% CI band, n (runs/questions) at each point."""
     for key, g in cells(table, [hue] if hue else []):
         g = g.sort_values(x)
-        xs = [position[v] for v in g[x]]
         value = str(key.get(hue, ""))
         i = hue_levels.index(value) if value in hue_levels else 0
+        dodge = (i - (len(hue_levels) - 1) / 2) * 0.04  # equal lines (a control in every tier) stay visible side by side
+        xs = [position[v] + dodge for v in g[x]]
         color = (TIER_COLORS.get(value) if hue == "tools" else None) or f"C{i % 10}"
         ax.plot(xs, g["mean"], marker="o", color=color, label=label(key))
         ax.fill_between(xs, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
