@@ -6,7 +6,9 @@ trace.jsonl), never from the arguments it sent or the paths a tool noted:
 - A gold file's *spans*: its lines, whitespace-collapsed; a line of at least MIN_CHARS is cut
   into pieces of SPAN_CHARS starting every STEP_CHARS (tails of at least MIN_CHARS kept), and
   runs of shorter lines are joined until they reach MIN_CHARS. Only spans found in no other dataroom
-  file count (*distinctive*); a gold file with none is unmeasurable and left out of the ratio.
+  file and in no dataroom path count (*distinctive*): a span a path spells (front matter repeating the
+  file's name) names the file, it is no content, and an error echoing the path must not credit it.
+  A gold file with none is unmeasurable and left out of the ratio.
 - A tool output is searched as written, with read/cat -n/nl line-number prefixes and grep's
   `path:line:` prefixes stripped, and, when it is JSON (search results), as the strings inside
   it. Overlapping pieces mean a search chunk, a grep line or a truncated output that shows
@@ -28,7 +30,7 @@ from typing import Iterable, Iterator, Optional
 
 from . import safefs
 
-EVIDENCE_VERSION = "evidence-1"  # bump when the definition above changes
+EVIDENCE_VERSION = "evidence-2"  # bump when the definition above changes
 MIN_CHARS = 20  # shorter text is not specific enough to name a file
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -37,7 +39,7 @@ _READ_PREFIX = re.compile(r"^\s*\d+\t")  # read, cat -n, nl
 _GREP_PREFIX = re.compile(r"^(?:[^\t\n]*?[:-])?\d+[:-]")  # path:12: / 12: (one file) / path-12- (context)
 _JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/"}
-_SPAN_CACHE: dict[str, dict[str, list[str]]] = {}  # (dataroom listing, gold paths) -> spans; a sweep grades many runs of one dataroom
+_SPAN_CACHE: dict[str, dict[str, list[str]]] = {}  # (dataroom content, gold paths) -> spans; a sweep grades many runs of one dataroom
 
 
 @dataclass
@@ -97,17 +99,19 @@ def _read(root: Path, rel: str) -> Optional[str]:
 
 
 def distinctive_spans(dataroom: Path, gold_files: list[str]) -> dict[str, list[str]]:
-    """For each gold file: its spans found in no other dataroom file ([] when missing or none)."""
+    """For each gold file: its spans found in no other dataroom file or path ([] when missing or none)."""
     listing = safefs.walk_files(dataroom)
-    key = hashlib.sha256(json.dumps([str(dataroom), listing, sorted(gold_files)]).encode()).hexdigest()
+    texts = {rel: t for rel, _ in listing if (t := _read(dataroom, rel)) is not None}
+    # Keyed by content, not location: every run of a sweep has its own copy of one dataroom.
+    key = hashlib.sha256(json.dumps([listing, texts, sorted(gold_files)]).encode()).hexdigest()
     if key in _SPAN_CACHE:
         return _SPAN_CACHE[key]
-    texts = {rel: t for rel, _ in listing if (t := _read(dataroom, rel)) is not None}
     norm = {rel: "\n".join(lines_of(t)) for rel, t in texts.items()}
+    paths = [rel for rel, _ in listing]
     out: dict[str, list[str]] = {}
     for gold in gold_files:
         mine = [rel for rel in texts if _match_gold(rel, gold)]
-        others = "\x00".join(v for rel, v in norm.items() if rel not in mine)
+        others = "\x00".join([*(v for rel, v in norm.items() if rel not in mine), *paths])
         spans = list(dict.fromkeys(s for rel in mine for s in spans_of(texts[rel])))
         out[gold] = [s for s in spans if s not in others]
     if len(_SPAN_CACHE) > 64:

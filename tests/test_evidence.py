@@ -166,3 +166,20 @@ def test_torn_trace_lines_are_skipped(run):
     good = json.dumps(evidence_event(1, "read", builtins.read(ctx, f"dataroom/{GOLD}")))
     (rd / "trace.jsonl").write_text('{"type": "message", "turn": 1, "mess\n' + good + "\n" + good[:40])
     assert evidence.of_run(rd, [GOLD]).recall == 1.0
+
+
+def test_a_file_that_spells_its_own_path_is_not_credited_by_the_path(tmp_path):
+    # Front matter that repeats the file's name (`slug:` lines) must not let an error echoing the path count.
+    room = tmp_path / "room"
+    shutil.copytree(DATAROOM, room)
+    gold = "posts/quantization-aware-training-of-jina-embeddings-v4.md"
+    (room / "posts").mkdir()
+    (room / gold).write_text("slug: quantization-aware-training-of-jina-embeddings-v4\n"
+                             "Quantization-aware training keeps 4-bit vectors within a point of full precision.\n")
+    rd = make_run(tmp_path / "s", "r1", dataroom=room)
+    echoed = "error: no such file: quantization-aware-training-of-jina-embeddings-v4.json"
+    assert recall(rd, [(1, "read", echoed)], gold=[gold]).recall == 0.0
+    listing = f"dataroom/{gold}\ndataroom/{OTHER}"
+    assert recall(rd, [(1, "bash", listing)], gold=[gold]).recall == 0.0
+    body = "keeps 4-bit vectors within a point of full precision"  # the content still counts
+    assert recall(rd, [(1, "read", f"     2\t{body}")], gold=[gold]).recall == 1.0
