@@ -58,17 +58,22 @@ def accuracy_vs_budget(frames: Frames, grader: str = "contains") -> Figure:
     panels = cells(table, panel_keys)
     fig = _figure(min(len(panels), MAX_PANELS))
     budgets = sorted(table[x].unique()) if x else []
+    log_x = bool(x and len(budgets) > 2 and min(budgets) > 0 and max(budgets) / min(budgets) >= 10)
+    span = (max(budgets) - min(budgets)) or 1 if budgets else 1
     for ax, (pkey, ptable) in zip(_grid(fig, min(len(panels), MAX_PANELS)), panels):
-        for i, (hkey, g) in enumerate(cells(ptable, [hue] if hue else [])):
+        hues = cells(ptable, [hue] if hue else [])
+        for i, (hkey, g) in enumerate(hues):
             g = g.sort_values(x) if x else g
-            xs = g[x].to_numpy() if x else np.zeros(len(g))
+            xs = g[x].to_numpy(dtype=float) if x else np.zeros(len(g))
+            dodge = (i - (len(hues) - 1) / 2) * 0.02  # equal lines (a control in every tier) stay visible side by side
+            xs = xs * (1 + 2 * dodge) if log_x else xs + dodge * span
             c = _color(hkey.get(hue, "all"), i)
             err = np.vstack([(g["mean"] - g["ci_low"]).fillna(0).clip(lower=0), (g["ci_high"] - g["mean"]).fillna(0).clip(lower=0)])
             ax.errorbar(xs, g["mean"], yerr=err, marker="o", color=c, capsize=3, label=label(hkey))
             for xi, yi, n, nq in zip(xs, g["mean"], g["n"], g["n_questions"]):
                 if not pd.isna(yi):
-                    ax.annotate(f"n={n}/{nq}q", (xi, yi), textcoords="offset points", xytext=(4, -10), fontsize=6, color=c)
-        if x and len(budgets) > 2 and min(budgets) > 0 and max(budgets) / min(budgets) >= 10:
+                    ax.annotate(f"n={n}/{nq}q", (xi, yi), textcoords="offset points", xytext=(4, -10 - 7 * i), fontsize=6, color=c)
+        if log_x:
             ax.set_xscale("log")
         if x:
             ax.set_xticks(budgets, [str(b) for b in budgets])
