@@ -36,6 +36,10 @@ class BackendError(SearchboxError):
     """
 
 
+def _say(exc: SearchboxError) -> None:
+    print(f"searchbox: {exc}", file=sys.stderr)
+
+
 def cli(main):
     """Wrap a CLI's main: a SearchboxError becomes `searchbox: <reason>` and exit 2, Ctrl-C exit 130."""
 
@@ -44,10 +48,27 @@ def cli(main):
         try:
             return main(*args, **kwargs)
         except SearchboxError as exc:
-            print(f"searchbox: {exc}", file=sys.stderr)
+            _say(exc)
             return 2
         except KeyboardInterrupt:
             print("searchbox: interrupted", file=sys.stderr)
             return 130
+
+    return wrapper
+
+
+def task(fn):
+    """Wrap a Hydra task: a SearchboxError becomes `searchbox: <reason>` and SystemExit(2).
+
+    A task's return value is its job's result (Hydra keeps it), so unlike `cli` the error exits instead of returning.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SearchboxError as exc:
+            _say(exc)
+            raise SystemExit(2) from None
 
     return wrapper

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from . import threads
+from . import errors, threads
 
 from .config import DataroomLimits, HarnessConfig, IndexConfig, ModelConfig, NoiseConfig, RetrievalConfig, RunConfig
-from .errors import ConfigError, SearchboxError
+from .errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -550,12 +550,9 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the progress lines
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
+    @errors.task
     def entry(cfg) -> Optional[dict]:
-        try:
-            return _task(cfg)
-        except SearchboxError as exc:
-            print(f"searchbox: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+        return _task(cfg)
 
     entry()
 

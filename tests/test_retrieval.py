@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ from searchbox.retrieval.lexical import rrf
 from searchbox.retrieval.rerank import ApiReranker, CrossEncoderReranker
 from searchbox.tools import ToolContext, ToolError, Toolset, retrieval_tools, select
 from searchbox.tools.retrieval_tools import answer_question, search_dataroom
+from tests.fakes.loopback import JsonHandler, Loopback
 
 
 @pytest.fixture(scope="module")
@@ -139,12 +138,9 @@ class FakeJinaAPI:
         self.requests = []
         api = self
 
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
+        class H(JsonHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.json_body()
                 api.requests.append((self.path, body, self.headers.get("Authorization")))
                 if self.path.endswith("/embeddings"):
                     data = [{"index": i, "embedding": list(np.frombuffer(hashlib.sha256(t.encode()).digest(), dtype=np.uint8)[:8] / 255.0 + 0.01)}
@@ -152,15 +148,10 @@ class FakeJinaAPI:
                     out = {"data": data}
                 else:
                     out = {"results": [{"index": i, "relevance_score": float(len(d))} for i, d in enumerate(body["documents"])]}
-                raw = json.dumps(out).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                self._send(200, out)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = Loopback(H, "/v1").start()
+        self.url = self.server.url
 
 
 def test_api_backends(workspace, monkeypatch):
@@ -177,7 +168,7 @@ def test_api_backends(workspace, monkeypatch):
     assert out["reranked"] and out["reranker"] == "api:jina-reranker-v2"
     assert out["results"][0]["score"] >= out["results"][1]["score"]
     assert any(p == "/v1/rerank" for p, _, _ in api.requests)
-    api.httpd.shutdown()
+    api.server.close()
 
 
 SHARE_SCRIPT = """
@@ -273,12 +264,9 @@ class BrokenAPI:
     """A loopback embeddings/rerank API that fails: a status code, or well-formed JSON holding the wrong things."""
 
     def __init__(self, mode):
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
+        class H(JsonHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.json_body()
                 if mode == "500":
                     self.send_response(500)
                     self.end_headers()
@@ -288,15 +276,10 @@ class BrokenAPI:
                        "nan": {"data": [{"index": i, "embedding": [float("nan"), 1.0]} for i in range(n)]},
                        "shape": {"data": [{"index": i, "embedding": "abc"} for i in range(n)]},
                        "rerank": {"results": [{"index": 99, "relevance_score": 1.0}]}}[mode]
-                raw = json.dumps(out).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                self._send(200, out)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = Loopback(H, "/v1").start()
+        self.url = self.server.url
 
 
 @pytest.mark.parametrize("mode", ["500", "too_few", "nan", "shape"])
@@ -308,14 +291,14 @@ def test_embedding_api_failures_are_backend_errors(workspace, mode):
     ctx = ToolContext(work=workspace.work, harness=HarnessConfig(), retrieval=Retrieval(cfg, workspace.dataroom))
     with pytest.raises(BackendError):  # through the tool: not shown to the model, the run stops as tool_error
         search_dataroom(ctx, "Gannet Rock")
-    api.httpd.shutdown()
+    api.server.close()
 
 
 def test_reranker_and_model_failures_are_backend_errors(workspace, tmp_path):
     api = BrokenAPI("rerank")
     with pytest.raises(BackendError, match="rerank API"):
         ApiReranker(RetrievalConfig(reranker="api", rerank_model="r", api_url=api.url)).score("q", ["a", "b"])
-    api.httpd.shutdown()
+    api.server.close()
     with pytest.raises(BackendError, match="not found locally|failed to load"):
         LocalEmbedder(RetrievalConfig(embed_model=str(tmp_path / "no-such-model")))
     with pytest.raises(BackendError, match="cross-encoder"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import ModelConfig
-from ..errors import SearchboxError
+from .. import errors
 from .config import ExecutorLimits, ScoutConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -174,11 +174,7 @@ def main() -> None:
         sc: ScoutSweepConfig = OmegaConf.to_object(cfg)
         multirun = hc.mode.name == "MULTIRUN"
         job_dir = Path(hc.sweep.dir) / hc.sweep.subdir if multirun else Path(hc.run.dir)
-        try:
-            return run_job(sc, job_dir, list(hc.overrides.task))
-        except SearchboxError as exc:
-            print(f"searchbox: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+        return errors.task(run_job)(sc, job_dir, list(hc.overrides.task))
 
     entry()
 

@@ -111,25 +111,14 @@ def create_app(settings: WebSettings) -> FastAPI:
         where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
         return fail(request, 400, f"{where}: {first.get('msg', 'invalid input')}")
 
-    @app.exception_handler(runview.NotFound)
-    async def not_found(request: Request, exc: runview.NotFound):
-        return fail(request, 404, str(exc))
+    def reason_with(status: int):
+        async def handler(request: Request, exc: Exception):
+            return fail(request, status, str(exc))
+        return handler
 
-    @app.exception_handler(UnknownJob)
-    async def unknown_job(request: Request, exc: UnknownJob):
-        return fail(request, 404, str(exc))
-
-    @app.exception_handler(SchedulerError)
-    async def conflict(request: Request, exc: SchedulerError):
-        return fail(request, 409, str(exc))
-
-    @app.exception_handler(TooLarge)
-    async def too_large(request: Request, exc: TooLarge):
-        return fail(request, 413, str(exc))
-
-    @app.exception_handler(SearchboxError)
-    async def refused(request: Request, exc: SearchboxError):
-        return fail(request, 400, str(exc))
+    # Starlette picks the handler of the most specific class, so SearchboxError is the fallback of the others.
+    for error, status in ((runview.NotFound, 404), (UnknownJob, 404), (SchedulerError, 409), (TooLarge, 413), (SearchboxError, 400)):
+        app.add_exception_handler(error, reason_with(status))
 
     @app.exception_handler(MultiPartException)
     async def bad_form(request: Request, exc: MultiPartException):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.fakes.loopback import JsonHandler, Loopback
 
 
-class JudgeServer:
+class JudgeServer(Loopback):
     def __init__(self, model_ids=("judge-7b",), list_models: bool = True, reply: str | None = None):
         self.model_ids = list(model_ids)
         self.list_models = list_models
@@ -16,18 +15,7 @@ class JudgeServer:
         self.requests: list[dict] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, body):
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 if self.path == "/v1/models" and server.list_models:
                     self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.model_ids]})
@@ -35,7 +23,7 @@ class JudgeServer:
                     self._send(404, {"error": "not found"})
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = self.json_body()
                 server.requests.append(body)
                 prompt = body["messages"][-1]["content"]
                 gold = re.search(r"Gold answer: (.*)", prompt)[1].strip().lower()
@@ -44,13 +32,4 @@ class JudgeServer:
                 self._send(200, {"choices": [{"message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}],
                                  "usage": {"prompt_tokens": 10, "completion_tokens": 1}, "model": server.model_ids[0]})
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__(Handler)

@@ -17,10 +17,11 @@ import json
 import math
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.fakes.loopback import JsonHandler, Loopback
 
 
-class ScriptedServer:
+class ScriptedServer(Loopback):
     def __init__(self, script=None, n_ctx=8192, supports_tools=True, chars_per_token=4.0, model_id="scripted-model",
                  build_info="b0000-scripted"):
         self.script = list(script or [])
@@ -35,18 +36,7 @@ class ScriptedServer:
         self.usage_total = {"prompt": 0, "completion": 0, "cached": 0}
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, body, ctype="application/json"):
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 if self.path == "/props":
                     self._send(200, {"default_generation_settings": {"n_ctx": server.n_ctx},
@@ -62,24 +52,13 @@ class ScriptedServer:
                     self._send(404, {"error": "not found"})
 
             def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                code, payload = server._respond(body)
+                code, payload = server._respond(self.json_body())
                 if code is None:
                     self.connection.close()
                     return
                 self._send(code, payload)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__(Handler)
 
     # --- behaviour -------------------------------------------------------------------------
     def _respond(self, body):
