@@ -19,6 +19,7 @@ import shutil
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -168,23 +169,45 @@ def swept_groups(overrides: list[str]) -> set[str]:
 
 
 class Progress:
-    """One line per finished run: done/total, failures, ETA from this process's pace."""
+    """One line per finished run: done/total of this launch (not of older runs in the directory), failures, ETA.
 
-    def __init__(self, sweep_dir: Path, job_questions: int):
-        self.sweep_dir = sweep_dir
+    Each job of a launch writes its run keys under `.launches/<launch id>/`, so a count can span jobs in other
+    processes; runs found done count as done, runs another grid left in the directory do not.
+    """
+
+    REFRESH_S = 2.0  # how often the key files and DONE markers are read again
+
+    def __init__(self, sweep_dir: Path, job_num: int, keys: list[str]):
+        self.runs_root = sweep_dir / "runs"
         self.started = time.monotonic()
         self.finished_here = 0
         self.failed = 0
         info = sweep_dir / "sweep.json"
-        jobs = json.loads(info.read_text()).get("jobs", 1) if info.exists() else 1
-        self.total = jobs * job_questions
+        launch = json.loads(info.read_text()) if info.exists() else {}
+        self.total = launch.get("jobs", 1) * len(keys)
+        self.plans = sweep_dir / ".launches" / str(launch.get("launch", "single"))
+        self.plans.mkdir(parents=True, exist_ok=True)
+        tmp = self.plans / f".{job_num}.{os.getpid()}.tmp"
+        tmp.write_text("\n".join(keys))
+        os.replace(tmp, self.plans / f"{job_num}.keys")
+        self.done: set[str] = set()
+        self.counted_at = -math.inf
 
-    def update(self, ok: bool, label: str) -> None:
+    def count(self) -> int:
+        from .collect import DONE
+
+        if time.monotonic() - self.counted_at >= self.REFRESH_S:
+            keys = {k for f in self.plans.glob("*.keys") for k in f.read_text().split()}
+            self.done |= {k for k in keys - self.done if (self.runs_root / k / DONE).exists()}
+            self.counted_at = time.monotonic()
+        return len(self.done)
+
+    def update(self, ok: bool, label: str, key: str) -> None:
         self.finished_here += 1
         self.failed += 0 if ok else 1
-        from .collect import run_dirs
-
-        done = len(run_dirs([self.sweep_dir]))
+        if ok:
+            self.done.add(key)
+        done = self.count()
         pace = (time.monotonic() - self.started) / self.finished_here
         remaining = max(0, self.total - done)
         eta = time.strftime("%H:%M:%S", time.gmtime(pace * remaining)) if remaining else "0:00:00"
@@ -259,6 +282,7 @@ class Outcome:
     ok: bool
     endpoint: Optional[str]
     redone: int = 0
+    key: str = ""
 
 
 def _dispatch(todo: list, workers: int, attempt: Callable[..., Outcome], on_done: Callable[[Outcome], None],
@@ -348,7 +372,6 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
     runs_root.mkdir(parents=True, exist_ok=True)
-    progress = Progress(sweep_dir, len(questions))
     counts = {"done": 0, "skipped": 0, "failed": 0, "redone": 0}
     last_collect = [time.monotonic()]
     stop = threading.Event()
@@ -357,13 +380,15 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
         first = job_num % len(urls)
         pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
-        todo = []
+        todo, keys = [], []
         for q in questions:
             key = run_key(cfg, q.id, q.question, data_id, served)
+            keys.append(key)
             if (runs_root / key / DONE).exists():
                 counts["skipped"] += 1
             else:
                 todo.append((q, key))
+        progress = Progress(sweep_dir, job_num, keys)
         if not todo:
             return counts
         if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
@@ -407,13 +432,13 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 update_grades(tmp, grades)
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
-            return Outcome(q, meta, ok, ep.url, redone)
+            return Outcome(q, meta, ok, ep.url, redone, key)
 
         def on_done(out: Outcome) -> None:
             counts["done" if out.ok else "failed"] += 1
             counts["redone"] += out.redone
             where = f" @ {out.endpoint}" if len(pool.endpoints) > 1 else ""
-            progress.update(out.ok, f"{out.question.id} {axes['tools']} budget={axes['budget']}: {out.meta['stop_reason']}{where}")
+            progress.update(out.ok, f"{out.question.id} {axes['tools']} budget={axes['budget']}: {out.meta['stop_reason']}{where}", out.key)
             if out.meta["stop_reason"] == "interrupted":
                 raise KeyboardInterrupt  # Ctrl-C stops the sweep, not just this run; finished runs are kept
             if time.monotonic() - last_collect[0] > COLLECT_EVERY_S:
@@ -496,7 +521,7 @@ class SweepCallback(_Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         n_jobs = count_jobs(overrides)
-        (sweep_dir / "sweep.json").write_text(json.dumps({"jobs": n_jobs, "overrides": overrides,
+        (sweep_dir / "sweep.json").write_text(json.dumps({"jobs": n_jobs, "overrides": overrides, "launch": uuid.uuid4().hex[:12],
                                                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
         cores = threads.available_cores()
         jobs_here = launcher_jobs(config.hydra.get("launcher"), n_jobs, cores)

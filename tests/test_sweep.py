@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +46,21 @@ def test_grid_times_questions_in_runs_parquet(tmp_path):
     turns = pd.read_parquet(sweep / "turns.parquet")
     assert len(turns) == runs["turns"].sum() and {"tools", "budget", "question_id"} <= set(turns.columns)
     assert "[sweep] 12/12 runs done" in out
+
+
+def test_progress_counts_this_launch_only(tmp_path):
+    # A second grid launched into a sweep that holds another grid's runs: done/total is this launch's (was 7/3).
+    def launch(args):
+        proc = _sweep([*args, "tools=none", "questions.limit=3"], "http://127.0.0.1:9", tmp_path)  # controls: no server
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out[-3000:]
+        return [tuple(map(int, m)) for m in re.findall(r"\[sweep\] (\d+)/(\d+) runs done", out)]
+
+    assert launch(["model=control-keyword", "budget=1,2"])[-1] == (6, 6)
+    second = launch(["model=control-oracle"])
+    assert second and all(done <= total == 3 for done, total in second) and second[-1] == (3, 3), second
+    again = launch(["model=control-keyword", "budget=2"])  # all found done: nothing runs, nothing to report
+    assert again == []
 
 
 def test_killed_sweep_relaunch_loses_nothing(tmp_path):
