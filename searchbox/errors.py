@@ -58,7 +58,7 @@ def cli(main):
 
 
 def task(fn):
-    """Wrap a Hydra task: a SearchboxError becomes `searchbox: <reason>` and SystemExit(2).
+    """Wrap a Hydra task: a SearchboxError becomes `searchbox: <reason>` and SystemExit(2), Ctrl-C (or SIGTERM) exit 130.
 
     A task's return value is its job's result (Hydra keeps it), so unlike `cli` the error exits instead of returning.
     """
@@ -70,5 +70,8 @@ def task(fn):
         except SearchboxError as exc:
             _say(exc)
             raise SystemExit(2) from None
+        except KeyboardInterrupt:
+            print("searchbox: interrupted: finished runs are kept; the same command again finishes the rest", file=sys.stderr)
+            raise SystemExit(130) from None
 
     return wrapper
