@@ -13,7 +13,9 @@ trace.jsonl), never from the arguments it sent or the paths a tool noted:
   `path:line:` prefixes stripped, and, when it is JSON (search results), as the strings inside
   it. Overlapping pieces mean a search chunk, a grep line or a truncated output that shows
   part of a long line (any 60 characters of it) still counts.
-- A gold file is *received* when any of its distinctive spans occurs in any tool output.
+- A gold file is *received* when any of its distinctive spans occurs in a tool output and not in what the
+  agent itself sent or was given: the arguments of the call that made the output (an error echoing a
+  path or a pattern the model typed) and the user messages (the question).
 
 evidence_recall = received gold files / measurable gold files (None when there are none).
 """
@@ -30,7 +32,7 @@ from typing import Iterable, Iterator, Optional
 
 from . import safefs
 
-EVIDENCE_VERSION = "evidence-2"  # bump when the definition above changes
+EVIDENCE_VERSION = "evidence-3"  # bump when the definition above changes
 MIN_CHARS = 20  # shorter text is not specific enough to name a file
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -127,10 +129,24 @@ def _content(message: dict) -> str:
     return content if isinstance(content, str) else ""
 
 
-def tool_outputs(trace: Path) -> Iterator[tuple[int, str, str]]:
-    """(turn, tool, text) of every tool message in a trace, as the agent received it."""
+def _arguments(call: dict) -> str:
+    """The strings a tool call sent, one per line (its arguments are JSON text, or already parsed)."""
+    args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return args
+    return "\n".join(_strings(args))
+
+
+def tool_outputs(trace: Path) -> Iterator[tuple[int, str, str, str]]:
+    """(turn, tool, text, sent) of every tool message in a trace: the output as the agent received it, and what the
+    agent sent or was given before it (the call's arguments and the user messages so far)."""
     if not Path(trace).is_file():
         return
+    sent: dict[str, str] = {}  # tool call id -> its arguments
+    given: list[str] = []  # user messages
     with open(trace, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
@@ -138,8 +154,18 @@ def tool_outputs(trace: Path) -> Iterator[tuple[int, str, str]]:
             except ValueError:
                 continue  # a torn last line of a killed run
             message = event.get("message") if isinstance(event, dict) else None
-            if event.get("type") == "message" and isinstance(message, dict) and message.get("role") == "tool":
-                yield int(event.get("turn") or 0), str(message.get("name") or "?"), _content(message)
+            if event.get("type") != "message" or not isinstance(message, dict):
+                continue
+            role = message.get("role")
+            if role == "user":
+                given.append(_content(message))
+            elif role == "assistant":
+                for call in message.get("tool_calls") or []:
+                    if isinstance(call, dict):
+                        sent[str(call.get("id"))] = _arguments(call)
+            elif role == "tool":
+                echoable = "\n".join([sent.get(str(message.get("tool_call_id")), ""), *given])
+                yield int(event.get("turn") or 0), str(message.get("name") or "?"), _content(message), echoable
 
 
 def _strings(value) -> Iterator[str]:
@@ -177,11 +203,11 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str]) -> Evidence:
     ev.measured = [g for g in gold if spans[g]]
     ev.unmeasured = [g for g in gold if not spans[g]]
     pending = {g: spans[g] for g in ev.measured}
-    for turn, tool, text in tool_outputs(trace):
+    for turn, tool, text, sent in tool_outputs(trace):
         if not pending:
             break
-        seen = views(text)
-        hits = [g for g, ss in pending.items() if any(s in seen for s in ss)]
+        seen, echoed = views(text), "\n".join(lines_of(sent))
+        hits = [g for g, ss in pending.items() if any(s in seen and s not in echoed for s in ss)]
         for g in hits:
             del pending[g]
             ev.received.append(g)

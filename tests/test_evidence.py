@@ -183,3 +183,28 @@ def test_a_file_that_spells_its_own_path_is_not_credited_by_the_path(tmp_path):
     assert recall(rd, [(1, "bash", listing)], gold=[gold]).recall == 0.0
     body = "keeps 4-bit vectors within a point of full precision"  # the content still counts
     assert recall(rd, [(1, "read", f"     2\t{body}")], gold=[gold]).recall == 1.0
+
+
+def _call_and_output(turn, tool, args, text, call_id):
+    call = {"type": "message", "turn": turn, "message": {"role": "assistant", "content": "", "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}]}}
+    out = {"type": "message", "turn": turn, "message": {"role": "tool", "tool_call_id": call_id, "name": tool, "content": text}}
+    return [call, out]
+
+
+def test_an_output_echoing_the_calls_own_arguments_or_the_question_is_not_evidence(run):
+    rd, ctx = run
+    line = "Halden & Mure Engineering. Date of inspection: 14 June"  # a distinctive line of the gold file
+    assert recall(rd, [(1, "bash", line)]).recall == 1.0
+    events = [{"type": "message", "turn": 1, "message": {"role": "user", "content": "Who inspected Gannet Rock?"}},
+              *_call_and_output(1, "read", {"path": line}, f"Error: {line}: no such file", "c1")]
+    (rd / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert evidence.of_run(rd, [GOLD]).recall == 0.0  # the model typed it; the tool only echoed it
+    asked = [{"type": "message", "turn": 1, "message": {"role": "user", "content": f"Who wrote '{line}'?"}},
+             *_call_and_output(1, "bash", {"command": "echo hi"}, line, "c2")]
+    (rd / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in asked))
+    assert evidence.of_run(rd, [GOLD]).recall == 0.0  # the question already held it
+    found = [*_call_and_output(1, "grep", {"pattern": "Date of inspection", "path": "dataroom"},
+                               f"dataroom/{GOLD}:5:{line}", "c3")]
+    (rd / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in found))
+    assert evidence.of_run(rd, [GOLD]).recall == 1.0  # a match shows more of the line than the pattern typed
