@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator
 
 from . import __version__
 from .config import RetrievalConfig
-from .errors import SearchboxError
+from .errors import SearchboxError, cli
 from .paths import home
 from .scout.actions import SCOUT_TOOL
 from .scout.config import POLICIES, ScoutConfig
@@ -177,6 +177,7 @@ async def serve(backend: Backend) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.mcp", description="MCP stdio server for dataroom search and repository scouting.")
     parser.add_argument("--dataroom", required=True, help="zip or folder to search (extracted once, read-only)")
@@ -192,11 +193,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     retrieval = RetrievalConfig(retriever=args.retriever, device=args.device)
     scout = ScoutConfig(policy=args.policy, budget=args.budget)
     scout.model.model = args.model
-    try:
-        backend = Backend(args.dataroom, args.repo, retrieval, scout, args.endpoint, args.runs or home() / "mcp-runs")
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
+    backend = Backend(args.dataroom, args.repo, retrieval, scout, args.endpoint, args.runs or home() / "mcp-runs")
     import anyio
 
     try:

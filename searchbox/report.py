@@ -16,7 +16,7 @@ import pandas as pd
 
 from .analysis import FIGURES, Frames, accuracy_table, comparisons, load, save, search_style_table, time_split, tool_usage
 from .analysis.paper import PAPER_FIGURES, applies
-from .errors import cli
+from .errors import SearchboxError, cli
 
 GRADER_CHOICES = ("contains", "exact_match", "f1", "judge")
 
@@ -126,8 +126,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.exists()]
     if missing:
-        print(f"searchbox: no such sweep directory: {missing[0]}", file=sys.stderr)
-        return 2
+        raise SearchboxError(f"no such sweep directory: {missing[0]}")
     written = build(args.dirs, args.out, args.grader, args.label)
     print(f"wrote {len(written)} files to {args.out}")
     return 0

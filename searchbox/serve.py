@@ -15,7 +15,7 @@ from typing import Iterator, Optional
 import httpx
 
 from .config import ModelConfig
-from .errors import SearchboxError
+from .errors import SearchboxError, cli
 
 LOOPBACK = {"localhost"}
 
@@ -63,6 +63,7 @@ def model_endpoint(endpoint: Optional[str], slots: Optional[int]) -> Iterator[tu
         yield server.url, f"embedded llama-server ({cfg.name}, {cfg.parallel} slot{'s' if cfg.parallel > 1 else ''})", cfg.parallel
 
 
+@cli
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.serve", description=__doc__.splitlines()[0].split(": ", 1)[-1])
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
@@ -108,9 +109,6 @@ def main(argv: Optional[list[str]] = None) -> int:
                 server.run()
             except SystemExit:  # uvicorn exits when it cannot start; its log line says why
                 raise SearchboxError(f"could not serve on {args.host}:{args.port}") from None
-    except SearchboxError as exc:
-        print(f"searchbox: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:  # uvicorn re-raises the signal it stopped on, once it has shut down cleanly
         print("searchbox: stopped", file=sys.stderr)
         return 0

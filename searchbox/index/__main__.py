@@ -193,8 +193,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     preset_blas_env()  # one BLAS thread, as in runs (searchbox.threads): before numpy loads
     args = parser().parse_args(argv)
     if getattr(args, "k", 1) < 1:
-        print("searchbox: --k must be at least 1", file=sys.stderr)
-        return 2
+        raise SearchboxError("--k must be at least 1")
     return args.func(args)
 
 

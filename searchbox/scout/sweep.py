@@ -169,12 +169,13 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="scout/config")
+    @errors.task
     def entry(cfg) -> Optional[dict]:
         hc = HydraConfig.get()
         sc: ScoutSweepConfig = OmegaConf.to_object(cfg)
         multirun = hc.mode.name == "MULTIRUN"
         job_dir = Path(hc.sweep.dir) / hc.sweep.subdir if multirun else Path(hc.run.dir)
-        return errors.task(run_job)(sc, job_dir, list(hc.overrides.task))
+        return run_job(sc, job_dir, list(hc.overrides.task))
 
     entry()
 
