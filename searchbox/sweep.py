@@ -28,6 +28,7 @@ from . import errors, threads
 
 from .config import DataroomLimits, HarnessConfig, IndexConfig, ModelConfig, NoiseConfig, RetrievalConfig, RunConfig
 from .errors import ConfigError
+from .paths import atomic_write
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -186,10 +187,7 @@ class Progress:
         launch = json.loads(info.read_text()) if info.exists() else {}
         self.total = launch.get("jobs", 1) * len(keys)
         self.plans = sweep_dir / ".launches" / str(launch.get("launch", "single"))
-        self.plans.mkdir(parents=True, exist_ok=True)
-        tmp = self.plans / f".{job_num}.{os.getpid()}.tmp"
-        tmp.write_text("\n".join(keys))
-        os.replace(tmp, self.plans / f"{job_num}.keys")
+        atomic_write(self.plans / f"{job_num}.keys", "\n".join(keys))
         self.done: set[str] = set()
         self.counted_at = -math.inf
 
