@@ -969,3 +969,7 @@ def sweep_killed_randomly(tmp: Path) -> str:
     redone = [k for k, m in finished.items() if (runs_dir / k / "DONE").stat().st_mtime_ns != m]
     held(not redone, f"finished runs were redone: {redone}")
     return f"kills at {kills}s: {len(finished)} runs kept, 6/6 after relaunch"
+
+
+# ---- round two: attempts kept in their own modules, registered into ATTEMPTS on import ---------------
+from tests import hostile_box, hostile_model, hostile_services  # noqa: E402,F401

@@ -19,4 +19,4 @@ def test_attempt_is_held(attempt, tmp_path):
 def test_the_battery_covers_every_front():
     names = [a.name for a in ATTEMPTS]
     assert len(names) >= 40 and len(set(names)) == len(names)
-    assert {a.group for a in ATTEMPTS} == {"sandbox", "environment", "links", "answer", "zips", "endpoint", "sweep"}
+    assert {a.group for a in ATTEMPTS} >= {"sandbox", "environment", "links", "answer", "zips", "endpoint", "sweep"}
