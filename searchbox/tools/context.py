@@ -16,6 +16,21 @@ class ToolError(Exception):
     """A failure the model should read as the tool's result (never crashes the run)."""
 
 
+class InvalidCall(ToolError):
+    """The call cannot be carried out as the model sent it (bad arguments, or an argument exec or an encoding
+    refuses later): the model reads it as the tool's result, and it counts as a malformed call."""
+
+
+@dataclass
+class ToolResult:
+    """A tool's answer: the text the model reads, and the same result as data for programs (controls, analysis).
+
+    A tool that returns a plain string has no data; one that returns a dict or list has itself as data."""
+
+    text: str
+    data: Any = None
+
+
 @dataclass
 class ToolContext:
     """Shared by every tool of one run; `programs` and `paths` are reset per call."""
