@@ -176,3 +176,53 @@ def test_real_llama_server_speaks_the_action_array(tmp_path, real_home):
     assert list(turns["malformed"]) == [0] and turns["completion_tokens"][0] > 0  # the grammar held
     meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
     assert meta["protocol"] == "json" and 1 <= meta["tool_calls"] <= 3
+
+
+# ---- hostile model output (issue 20): every malformed action value is a refused action the model reads -----------------
+HOSTILE_ACTIONS = {
+    "infinite start": '{"path": "calc.py", "start": 1e999}',
+    "infinite end": '{"path": "calc.py", "start": 1, "end": -1e999}',
+    "nan start": '{"path": "calc.py", "start": NaN}',
+    "huge start": '{"path": "calc.py", "start": ' + "9" * 400 + "}",
+    "fractional start": '{"path": "calc.py", "start": 2.5}',
+    "lone surrogate path": '{"path": "calc\\ud83d.py"}',
+    "nul path": '{"path": "calc\\u0000.py"}',
+    "list path": '{"path": ["calc.py"]}',
+    "deep path": '{"path": ' + "[" * 50_000 + "]" * 50_000 + "}",
+    "long path": '{"path": "' + "a" * 100_000 + '"}',
+}
+
+
+@pytest.mark.parametrize("arguments", HOSTILE_ACTIONS.values(), ids=HOSTILE_ACTIONS.keys())
+def test_malformed_action_values_are_refused_actions(tmp_path, repo, arguments, capsys):
+    script = [{"tool_calls": [{"name": "read", "arguments": arguments}]}, {"tool_calls": [call("not_found")]}]
+    with ScriptedServer(script) as srv:
+        code = main(["Where is the accumulator?", str(repo), "--endpoint", srv.url, "--protocol", "native", "--budget", "2",
+                     "--out", str(tmp_path / "run")])
+        resent = json.dumps(srv.requests[1]["messages"])
+    assert code == 0, capsys.readouterr().err
+    meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
+    assert meta["stop_reason"] == "abstained" and meta["tool_errors"] == 1 and meta["tool_calls"] == 2
+    calls = pd.read_parquet(tmp_path / "run" / "tool_calls.parquet")
+    assert list(calls["ok"]) == [False, True] and calls["error"][0]
+    assert "Error:" in resent and len(resent) < 60_000  # the model read the refusal; its huge call was not resent whole
+
+
+@pytest.mark.parametrize("name", [5, "re\ud83dad", None, {"x": 1}], ids=["number", "lone surrogate", "null", "object"])
+def test_malformed_action_names_are_refused_actions(tmp_path, repo, name):
+    script = [{"tool_calls": [{"name": name, "arguments": "{}"}]}, {"tool_calls": [call("not_found")]}]
+    with ScriptedServer(script) as srv:
+        result = run_scout(cfg(budget=2, protocol="native"), "Where is the accumulator?", repo, tmp_path / "run", srv.url)
+    assert result.status == "abstained"
+    calls = pd.read_parquet(tmp_path / "run" / "tool_calls.parquet")
+    assert list(calls["ok"]) == [False, True] and all(isinstance(t, str) for t in calls["tool"])
+
+
+@pytest.mark.parametrize("raw", ['[{"action": "read", "path": "calc.py", "start": 1e999}]', "[" * 100_000, '[{"action": "read", "path": "\\ud83d"}]'],
+                         ids=["infinite", "deep", "lone surrogate"])
+def test_json_protocol_malformed_values(tmp_path, repo, raw):
+    with ScriptedServer([{"raw": raw}, {"raw": '[{"action": "not_found"}]'}]) as srv:
+        result = run_scout(cfg(budget=2, protocol="json"), "Where is the accumulator?", repo, tmp_path / "run", srv.url)
+    assert result.status == "abstained"
+    meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
+    assert meta["tool_errors"] + meta["malformed_replies"] == 1

@@ -18,17 +18,24 @@ import shutil
 import signal
 import stat
 import subprocess
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Optional
 
+from jsonschema import Draft202012Validator
+
 from .. import safefs
 from ..errors import SetupError
+from .actions import ACTIONS
 from .config import ExecutorLimits
 
 MAX_PATTERN_CHARS = 500
+MAX_ARG_CHARS = 4096  # longest string argument of any action (paths, globs; a pattern is held to MAX_PATTERN_CHARS)
+MAX_LINE = 10**9  # largest line number an action may name (a file under the 1 MB cap has far fewer)
 REGEX_SIZE_LIMIT = "10M"  # a pattern that compiles past this is refused at once instead of eating memory
+_VALIDATORS = {spec.name: Draft202012Validator(spec.parameters) for spec in ACTIONS}
 
 
 class ActionError(Exception):
@@ -113,14 +120,56 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ActionError(f"{name} must be a line number, got {_show(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
         raise ActionError(f"{name} must be a line number, got {value!r}")
     try:
         number = int(value)
-    except ValueError:
-        raise ActionError(f"{name} must be a line number, got {value!r}") from None
+    except (ValueError, OverflowError):
+        raise ActionError(f"{name} must be a line number, got {_show(value)}") from None
     if isinstance(value, float) and value != number:
         raise ActionError(f"{name} must be a whole line number, got {value!r}")
+    if not -MAX_LINE <= number <= MAX_LINE:
+        raise ActionError(f"{name} must be a line number of at most {MAX_LINE}")
     return number
+
+
+def _clean(text: str, limit: int = 600) -> str:
+    """Text the model (and the log) may read back: cut, lone surrogates escaped (they cannot be encoded)."""
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A model's value as an error names it: repr for scalars, the type for containers (they may nest deep)."""
+    return _clean(repr(value) if not isinstance(value, (dict, list)) else f"a {type(value).__name__}", limit)
+
+
+def check_arguments(action: str, args: dict) -> None:
+    """Refuse (ActionError) arguments an action cannot take as sent: off its schema, non-finite or out-of-range
+    numbers, strings with NUL, lone surrogates or past MAX_ARG_CHARS. Every action's arguments pass here first."""
+    for key, value in args.items():
+        if isinstance(value, str):
+            if len(value) > MAX_ARG_CHARS:
+                raise ActionError(f"{key}: {len(value)} characters; at most {MAX_ARG_CHARS}")
+            if "\x00" in value:
+                raise ActionError(f"{key}: contains a NUL byte")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ActionError(f"{key}: not valid Unicode (a lone surrogate such as half an emoji)") from None
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ActionError(f"{key}: {value!r} is not a number an action takes")
+        elif isinstance(value, int) and not isinstance(value, bool) and not -MAX_LINE <= value <= MAX_LINE:
+            raise ActionError(f"{key}: a number past {MAX_LINE}")
+        elif isinstance(value, (dict, list)):
+            raise ActionError(f"{key}: {_show(value)} is not a value an action takes")
+    validator = _VALIDATORS.get(action)
+    error = next(iter(validator.iter_errors(args)), None) if validator is not None else None
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path)
+        what = error.message if error.validator != "type" else f"{_show(error.instance)} is not of type {error.validator_value!r}"
+        raise ActionError(f"bad arguments for {action}: {(where + ': ') if where else ''}{_clean(what, 300)}")
 
 
 class Executor:
@@ -145,12 +194,15 @@ class Executor:
         handler = handlers.get(action)
         try:
             if handler is None:
-                raise ActionError(f"unknown action {action!r}; use one of {', '.join(handlers)}")
+                raise ActionError(f"unknown action {_show(action)}; use one of {', '.join(handlers)}")
+            check_arguments(action, args)
             result = handler(**args)
         except TypeError as exc:
             result = Result(action, args, False, "", f"bad arguments for {action}: {exc}")
         except (ActionError, safefs.UnsafePath) as exc:
-            result = Result(action, args, False, "", str(exc))
+            result = Result(action, args, False, "", _clean(str(exc)))
+        except (ValueError, UnicodeError, OverflowError, RecursionError) as exc:  # found later (exec, an encoding): still the model's
+            result = Result(action, args, False, "", f"bad arguments for {action}: {type(exc).__name__}: {_clean(str(exc), 300)}")
         result.action, result.arguments = action, args
         if not result.ok:
             result.text = f"Error: {result.error}"

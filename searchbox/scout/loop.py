@@ -28,7 +28,7 @@ from .actions import ACTIONS
 from .config import ScoutConfig
 from .executor import Executor, Reference, Result
 from .keyword import KeywordPolicy
-from .protocol import Call, ScoutJsonProtocol, ScoutNativeProtocol, calls_of, choose
+from .protocol import Call, ScoutJsonProtocol, ScoutNativeProtocol, calls_of, choose, kept
 
 STATUSES = ("completed", "abstained", "budget_exhausted", "model_error")
 DEFAULT_CONTEXT = 8192
@@ -134,10 +134,11 @@ class ModelPolicy:
         if resp.usage.prompt > 0 and sent:
             self.tokens_per_char = resp.usage.prompt / sent
         message, malformed = self.protocol.decode(resp.message)
+        calls = [] if malformed else calls_of(message)
+        message = kept(message, calls)  # what the model sent, as the history can hold and resend it
         self.messages.append(message)
         info = {"prompt": resp.usage.prompt, "completion": resp.usage.completion, "cached": resp.usage.cached,
                 "latency_s": round(resp.latency_s, 4), "finish_reason": resp.finish_reason, "timings": resp.timings}
-        calls = [] if malformed else calls_of(message)
         return Proposal(calls, message, resp.usage, resp.latency_s, malformed, info)
 
     def observe(self, calls: list[Call], results: list[Result], note: str) -> list[dict]:

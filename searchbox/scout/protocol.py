@@ -18,6 +18,7 @@ from ..tools.catalog import ToolSpec
 from .actions import ACTIONS, signature
 
 STRING_CAP = 200  # longest string the constrained grammar lets a model emit (a tiny model otherwise runs on)
+KEPT_CHARS = 8000  # longest text of one response the history keeps (the whole response is the model's, not the context's)
 
 
 @dataclass
@@ -30,22 +31,66 @@ class Call:
     error: str = ""
 
 
+def _text(value) -> str:
+    """A name or id from the model as a plain string that any writer can encode (lone surrogates escaped)."""
+    text = value if isinstance(value, str) else ("" if value is None else json.dumps(value)[:200] if _scalar(value) else type(value).__name__)
+    return text[:200].encode("utf-8", errors="backslashreplace").decode("utf-8")
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, (int, float, bool))
+
+
 def calls_of(message: dict) -> list[Call]:
-    """The calls of a canonical assistant message."""
+    """The calls of a canonical assistant message; a call the model sent malformed carries its `error`."""
     out = []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
+    calls = message.get("tool_calls") or []
+    for call in calls if isinstance(calls, list) else [calls]:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            out.append(Call(_call_id(), "", {}, "a tool call must be an object with a function {name, arguments}"))
+            continue
+        cid = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else _call_id()
+        name = _text(fn.get("name"))
+        if not isinstance(fn.get("name"), str):
+            out.append(Call(_text(cid), name, {}, f"the action name must be a string, got {name!r}"))
+            continue
         raw = fn.get("arguments")
         try:
             args = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
         except ValueError as exc:
-            out.append(Call(call.get("id") or _call_id(), fn.get("name") or "", {}, f"arguments are not valid JSON ({exc})"))
+            out.append(Call(_text(cid), name, {}, f"arguments are not valid JSON ({_text(str(exc))})"))
+            continue
+        except RecursionError:
+            out.append(Call(_text(cid), name, {}, "arguments are nested too deep"))
             continue
         if not isinstance(args, dict):
-            out.append(Call(call.get("id") or _call_id(), fn.get("name") or "", {}, "arguments must be a JSON object"))
+            out.append(Call(_text(cid), name, {}, "arguments must be a JSON object"))
             continue
-        out.append(Call(call.get("id") or _call_id(), fn.get("name") or "", args))
+        out.append(Call(_text(cid), name, args))
     return out
+
+
+def kept(message: dict, calls: list[Call], cap: int = KEPT_CHARS) -> dict:
+    """The assistant message as the history keeps it (resent every round, traced): each call's arguments as the JSON
+    of what was read ("{}" when unreadable: the call's error says why), texts capped and valid Unicode."""
+    out = {k: _clean(v, cap) for k, v in message.items() if k in ("role", "content", "raw", "reasoning_content") and isinstance(v, str)}
+    out["role"] = "assistant"
+    out.setdefault("content", "")
+    if calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.name, "arguments": "{}" if c.error else _args_json(c.arguments, cap)}} for c in calls]
+    return out
+
+
+def _args_json(args: dict, cap: int) -> str:
+    text = json.dumps(args)  # ASCII: lone surrogates become escapes, which any writer can encode
+    return text if len(text) <= cap else json.dumps({k: (v[:200] + " [cut]" if isinstance(v, str) else v) for k, v in args.items()})[:cap * 2]
+
+
+def _clean(text: str, cap: int) -> str:
+    text = text if len(text) <= cap else text[:cap] + " [cut]"
+    return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
 def _canonical(actions: list[dict]) -> dict:
@@ -120,10 +165,14 @@ class ScoutJsonProtocol:
     def decode(self, message: dict) -> tuple[dict, Optional[str]]:
         """(canonical assistant message, reason it is malformed or None)."""
         raw = message.get("content") or ""
+        if not isinstance(raw, str):
+            return {"role": "assistant", "content": "", "raw": ""}, f"response content must be text, got {type(raw).__name__}"
         try:
             obj = json.loads(raw)
         except ValueError as exc:
             return {"role": "assistant", "content": "", "raw": raw}, f"response is not valid JSON ({exc.msg} at char {exc.pos})"
+        except RecursionError:
+            return {"role": "assistant", "content": "", "raw": raw[:2000]}, "response is nested too deep"
         if isinstance(obj, dict):
             obj = obj.get("actions", [obj])  # tolerate {"actions": [...]} or one bare action
         if not isinstance(obj, list) or not obj or not all(isinstance(a, dict) and isinstance(a.get("action"), str) for a in obj):
@@ -155,7 +204,11 @@ class ScoutNativeProtocol:
         return payload
 
     def decode(self, message: dict) -> tuple[dict, Optional[str]]:
-        decoded = self._native.decode(message)
+        try:
+            decoded = self._native.decode(message)
+            json.dumps(decoded.message)  # a message the loop cannot keep (nested past the limit) is the model's error too
+        except (AttributeError, TypeError, ValueError, RecursionError):
+            return {"role": "assistant", "content": ""}, "tool_calls must be a list of {id, type, function: {name, arguments}}"
         if not decoded.message.get("tool_calls"):
             return decoded.message, "no tool call in the response"
         return decoded.message, None
