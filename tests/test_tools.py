@@ -257,3 +257,99 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
         assert survivors == []
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def ignoring_toolset(tmp_path):
+    """A dataroom whose ignore files name gannet.md (every kind ripgrep reads), with hidden files and folders."""
+    src = tmp_path / "src"
+    (src / ".hidden-dir").mkdir(parents=True)
+    (src / "sub").mkdir()
+    (src / "gannet.md").write_text("Gannet Rock is 38.4 metres tall.\n")
+    (src / ".secret-notes.md").write_text("Gannet notes, hidden file.\n")
+    (src / ".hidden-dir" / "inside.md").write_text("Gannet inside a hidden folder.\n")
+    (src / "sub" / "deep.md").write_text("Gannet below an ignored folder.\n")
+    for name in (".ignore", ".gitignore", ".rgignore"):
+        (src / name).write_text("gannet.md\nsub/\n.secret-notes.md\n")
+    ws = open_workspace(tmp_path / "run", src)
+    (ws.work / ".config" / "git").mkdir(parents=True)  # git's global excludes under the box's $HOME (= work/)
+    (ws.work / ".config" / "git" / "ignore").write_text("*.md\n")
+    (ws.work / ".gitignore").write_text("dataroom/\n")
+    harness = HarnessConfig(bash_timeout_s=5, output_cap_chars=4000)
+    return Toolset(select("none"), ToolContext(work=ws.work, harness=harness, sandbox_mode="bwrap"))
+
+
+EXPECTED_GANNET = {"dataroom/gannet.md", "dataroom/.secret-notes.md", "dataroom/.hidden-dir/inside.md", "dataroom/sub/deep.md"}
+
+
+def _grep_files(out) -> set[str]:
+    return {line.split(":", 1)[0] for line in out.output.splitlines()} - {"dataroom/.ignore", "dataroom/.gitignore", "dataroom/.rgignore"}
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed")
+def test_grep_honours_no_ignore_file_and_searches_hidden_files(ignoring_toolset):
+    """Issue 20: a dataroom .ignore listing gannet.md made grep answer 'no matches' while bash's grep -r found it."""
+    ts = ignoring_toolset
+    out = call(ts, "grep", pattern="Gannet", path="dataroom")
+    assert out.ok and _grep_files(out) == EXPECTED_GANNET, out.output
+    out = call(ts, "grep", pattern="Gannet")  # from work/ itself, under its own .gitignore and the global excludes
+    assert out.ok and _grep_files(out) == EXPECTED_GANNET, out.output
+    bash = call(ts, "bash", command="grep -rl Gannet dataroom | sort")
+    assert set(bash.output.split()) == EXPECTED_GANNET
+
+
+def test_fallback_grep_sees_what_ripgrep_sees(ignoring_toolset, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    out = call(ignoring_toolset, "grep", pattern="Gannet", path="dataroom")
+    assert out.ok and _grep_files(out) == EXPECTED_GANNET, out.output
+
+
+def test_find_and_ls_show_hidden_entries(ignoring_toolset):
+    ts = ignoring_toolset
+    out = call(ts, "find", pattern="*.md", path="dataroom")
+    assert set(out.output.splitlines()) == EXPECTED_GANNET
+    out = call(ts, "ls", path="dataroom")
+    assert {".hidden-dir/", ".ignore", ".secret-notes.md"} <= {row.split("\t")[0] for row in out.output.splitlines()}
+    out = call(ts, "ls")
+    assert {".config/", ".gitignore", "dataroom/"} <= {row.split("\t")[0] for row in out.output.splitlines()}
+
+
+def test_fallback_grep_runs_under_the_deadline(toolset, monkeypatch):
+    """Issue 20: without ripgrep, `(a+)+$` on 40 a's backtracked for ever inside the harness process."""
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    safe_write = toolset.call("write", json.dumps({"path": "aaaa.txt", "content": "a" * 40 + "!\n"}))
+    assert safe_write.ok
+    toolset.ctx.harness.bash_timeout_s = 2
+    start = time.monotonic()
+    out = call(toolset, "grep", pattern="(a+)+$", path="aaaa.txt")
+    assert not out.ok and "timed out after 2s" in out.error
+    assert time.monotonic() - start < 30  # killed at the deadline, not left running
+
+
+# ---- structured results: programs read data, the model reads text ----------------------------------
+def test_tool_results_carry_data_beside_their_text(toolset, monkeypatch):
+    from searchbox.tools import ToolResult, builtins
+
+    monkeypatch.setattr(builtins, "ls", lambda ctx, path=".": ToolResult("two files", {"files": ["a", "b"]}))
+    out = call(toolset, "ls", path=".")
+    assert out.ok and out.output == "two files" and out.data == {"files": ["a", "b"]}
+    monkeypatch.setattr(builtins, "find", lambda ctx, pattern, path=".": {"hits": [1, 2]})
+    toolset._impls.clear()
+    out = call(toolset, "find", pattern="*")
+    assert json.loads(out.output) == {"hits": [1, 2]} and out.data == {"hits": [1, 2]}
+    out = call(toolset, "read", path="dataroom/reports/gannet-rock-survey.md")
+    assert out.ok and out.data is None  # a plain string has no data
+    out = call(toolset, "read", path="no-such-file")
+    assert not out.ok and out.data is None
+
+
+def test_a_delivered_result_shows_programs_only_what_the_model_saw(tmp_path, monkeypatch):
+    from searchbox.tools import ToolResult, builtins
+
+    ws = open_workspace(tmp_path / "run", None)
+    ts = Toolset(select("none"), ToolContext(work=ws.work, harness=HarnessConfig(), sandbox_mode="bwrap"), delivery="file")
+    monkeypatch.setattr(builtins, "ls", lambda ctx, path=".": ToolResult("secret listing", {"files": ["gold.md"]}))
+    out = call(ts, "ls", path=".")
+    assert out.delivered == "results/1-ls.txt" and out.data == {"delivered": "results/1-ls.txt", "chars": len("secret listing")}
+    assert "gold.md" not in json.dumps(out.data) and "secret listing" not in out.output

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import shutil
 import stat
-import time
 from pathlib import Path
 
 from .. import safefs
 from . import sandbox
+from . import fallback_grep
 from .context import ToolContext, ToolError
 
 READ_CAP = 16 * 1024**2  # bytes read (or edited) from one file
@@ -171,8 +170,10 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
     if ctx.sandbox_mode != "none" and not real.startswith(SYSTEM_PREFIXES):
         extra = {real: "/opt/searchbox/rg"}
         rg = "/opt/searchbox/rg"
-    argv = [rg, "--no-heading", "--line-number", "--with-filename", "--null", "--color", "never", "--no-follow",
-            "--max-columns", "300", "--max-count", "20"]
+    # The same files `grep -r` sees in bash: no ignore file of any kind (.ignore, .gitignore, .rgignore, git's
+    # global excludes, parents'), hidden files searched, and no config file read.
+    argv = [rg, "--no-config", "--no-ignore", "--hidden", "--no-heading", "--line-number", "--with-filename", "--null",
+            "--color", "never", "--no-follow", "--max-columns", "300", "--max-count", "20"]
     if ignore_case:
         argv.append("-i")
     if glob:
@@ -196,38 +197,15 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
 
 
 def _py_grep(ctx: ToolContext, target: str, pattern: str, glob: str | None, ignore_case: bool, cap: int) -> list[str]:
-    """The fallback when ripgrep is missing (Python's regex dialect), reading through safefs under a deadline."""
+    """The fallback when ripgrep is missing (Python's regex dialect): a child process under the bash deadline."""
+    req = fallback_grep.Request(str(ctx.work.resolve()), target, pattern, glob, ignore_case, cap, READ_CAP)
     try:
-        rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression: {exc}") from exc
-    deadline = time.monotonic() + ctx.harness.bash_timeout_s
-    if safefs.is_regular(ctx.work, target):
-        files = [target]
-    else:
-        base = "" if target == "." else target + "/"
-        files = [base + name for name, _ in safefs.walk_files(ctx.work / target)]
-    out, size = [], 0
-    for f in files:
-        if time.monotonic() > deadline:
-            raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s")
-        if glob and not fnmatch.fnmatch(os.path.basename(f), glob) and not fnmatch.fnmatch(f, glob):
-            continue
-        data = safefs.read_bytes(ctx.work, f, cap=READ_CAP)
-        if data is None or b"\x00" in data[:8192]:
-            continue
-        hits = 0
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if rx.search(line):
-                out.append(f"{f}:{n}:{line[:300]}")
-                size += len(out[-1]) + 1
-                hits += 1
-                if size > cap:
-                    out.append("[output truncated]")
-                    return out
-                if hits >= 20:
-                    break
-    return out
+        lines = fallback_grep.search(req, ctx.harness.bash_timeout_s)
+    except fallback_grep.Timeout as exc:
+        raise ToolError(str(exc)) from exc
+    except fallback_grep.BadPattern as exc:
+        raise ToolError(str(exc)) from exc  # like rg's own refusal of a bad pattern: an answer, not a malformed call
+    return lines
 
 
 def find(ctx: ToolContext, pattern: str, path: str = ".") -> str:
@@ -262,9 +240,7 @@ def ls(ctx: ToolContext, path: str = ".") -> str:
     rows = []
     with os.scandir(Path(ctx.work).joinpath(*parts)) as it:
         entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
-        if entry.name.startswith(".") and not parts:
-            continue  # harness internals
+    for entry in entries:  # hidden entries too: the same view as `ls -A`
         est = entry.stat(follow_symlinks=False)
         if stat.S_ISDIR(est.st_mode):
             rows.append(f"{entry.name}/")
