@@ -233,7 +233,10 @@ class Agent:
         self.stats.setup_s += out.setup_ms / 1000
         self._record_call(step, out.arguments, out.tool, out.ok, out.error, out.duration_ms, out.output_chars, call_id=call["id"],
                           programs=out.programs, paths=out.paths, setup_ms=out.setup_ms, delivered=out.delivered)
-        self._add({"role": "tool", "tool_call_id": call["id"], "name": fn["name"], "content": out.output})
+        message = {"role": "tool", "tool_call_id": call["id"], "name": fn["name"], "content": out.output}
+        if out.data is not None:
+            message["data"] = out.data  # for programs reading the trace; no protocol sends it to the server
+        self._add(message)
 
     def _ask(self, tools: list[dict]) -> tuple[dict, Optional[str]]:
         self._fit(tools)

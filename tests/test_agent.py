@@ -315,3 +315,17 @@ def test_system_prompt_offers_bash_only_when_it_is_enabled(tmp_path):
     assert "bash" not in system and "Sources:" in system
     _, srv, _ = run_script(tmp_path, [{"content": "x"}], make_cfg(budget=1), name="n")
     assert "bash runs in your working directory" in srv.requests[0]["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("protocol", ["native", "json"])
+def test_tool_data_is_in_the_trace_and_never_sent(tmp_path, monkeypatch, protocol):
+    from searchbox.tools import ToolResult, builtins
+
+    monkeypatch.setattr(builtins, "ls", lambda ctx, path=".": ToolResult("listing for the model", {"entries": ["gold-data-7"]}))
+    cfg = make_cfg(budget=1)
+    cfg.model.protocol = protocol
+    meta, srv, run_dir = run_script(tmp_path, [{"tool_calls": [{"name": "ls", "arguments": {}}]}, {"content": "x"}], cfg)
+    tool_msgs = [e["message"] for e in trace(run_dir) if e["type"] == "message" and e["message"]["role"] == "tool"]
+    assert tool_msgs[0]["data"] == {"entries": ["gold-data-7"]} and tool_msgs[0]["content"] == "listing for the model"
+    assert "listing for the model" in json.dumps(srv.requests[1])
+    assert all("gold-data-7" not in json.dumps(r) and '"data"' not in json.dumps(r["messages"]) for r in srv.requests)

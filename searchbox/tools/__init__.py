@@ -13,9 +13,10 @@ from jsonschema import Draft202012Validator
 from .. import safefs
 from ..errors import BackendError
 from .catalog import CATALOG, ToolSpec, select
-from .context import ToolContext, ToolError
+from .context import InvalidCall, ToolContext, ToolError, ToolResult
 
-__all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "Toolset", "Outcome", "select", "BackendError"]
+__all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "InvalidCall", "ToolResult", "Toolset", "Outcome", "select",
+           "BackendError"]
 
 # With delivery=file these still answer inline: they are how the agent opens a delivered result,
 # or they only report on the agent's own writing.
@@ -37,6 +38,8 @@ class Outcome:
     setup_ms: float = 0.0
     output_chars: int = 0  # before capping
     delivered: str = ""  # with delivery=file: where the full output was written (relative to work/)
+    data: Any = None  # the result as data for programs; only what the model saw (a delivered result: where and how long)
+    malformed: bool = False  # refused as the model sent it (InvalidCall): counted as a malformed call
 
 
 class Toolset:
@@ -84,11 +87,10 @@ class Toolset:
             errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
             if errors:
                 raise ToolError("invalid arguments: " + "; ".join(_describe(e) for e in errors[:3]))
-            result = self._impl(spec)(self.ctx, **args)
-            text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+            text, data = _rendered(self._impl(spec)(self.ctx, **args))
             ok, error = True, ""
         except ToolError as exc:
-            text, ok, error = f"Error: {exc}", False, str(exc)
+            text, data, ok, error = f"Error: {exc}", None, False, str(exc)
         except BackendError:
             raise
         except Exception as exc:  # a harness bug is not the model's doing: stop the run, keep the traceback
@@ -99,13 +101,14 @@ class Toolset:
         delivered = ""
         if ok and self.delivery == "file" and name not in INLINE_ALWAYS:
             delivered, shown = self._deliver(name, text)
+            data = {"delivered": delivered, "chars": len(text)} if delivered else None  # programs see what the model saw
         else:
             cap = self.ctx.harness.output_cap_chars
             shown = text if len(text) <= cap else text[:cap] + f"\n[output truncated: {len(text)} characters in all]"
         setup_s = self._setup_s() - setup_before
         total_ms = (time.monotonic() - start) * 1000
         return Outcome(name, args_text, ok, shown, error, list(self.ctx.programs), list(self.ctx.paths),
-                       max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered)
+                       max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered, data)
 
     def _deliver(self, name: str, text: str) -> tuple[str, str]:
         """delivery=file: the whole output goes to work/results/<n>-<tool>.txt; the message says where and how long."""
@@ -127,6 +130,15 @@ class Toolset:
         if not isinstance(args, dict):
             raise ToolError("arguments must be a JSON object")
         return args
+
+
+def _rendered(result: Any) -> tuple[str, Any]:
+    """(text the model reads, data for programs): a ToolResult is both, a dict or list is its own data, a string has none."""
+    if isinstance(result, ToolResult):
+        return str(result.text), result.data
+    if isinstance(result, str):
+        return result, None
+    return json.dumps(result, ensure_ascii=False), result
 
 
 def _printable(text: str) -> str:
