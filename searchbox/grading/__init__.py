@@ -101,7 +101,7 @@ def read_answer(run_dir: Path) -> str:
 def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None) -> dict:
     """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0."""
     answer = read_answer(run_dir)
-    grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files).grades(),
+    grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds).grades(),
               "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}
     if judge is not None:
         try:
