@@ -205,6 +205,9 @@ def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
         sandbox.probe_failure.cache_clear()
 
 
+BOX_MODULES = ("errors.py", "tools/sandbox.py", "tools/seccomp.py")  # what the box needs (a normal user's python has no jsonschema)
+
+
 def _python_for(uid: int) -> str | None:
     """A python3 the given uid can run (the venv's may sit under /root)."""
     for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
@@ -230,8 +233,8 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
         (pkg / "__init__.py").write_text("")
         (pkg / "tools" / "__init__.py").write_text("")
         src = Path(sandbox.__file__).resolve().parents[1]
-        shutil.copy(src / "errors.py", pkg / "errors.py")
-        shutil.copy(src / "tools" / "sandbox.py", pkg / "tools" / "sandbox.py")
+        for name in BOX_MODULES:
+            shutil.copy(src / name, pkg / name)
         work = root / "run" / "work"
         (work / "dataroom").mkdir(parents=True)
         (work / "dataroom" / "a.txt").write_text("hello\n")
@@ -243,14 +246,15 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
             "assert s.probe_failure() == '', s.probe_failure()\n"
             f"w = Path({str(work)!r})\n"
             "r = s.run_shell('id -u; cat dataroom/a.txt; touch dataroom/x 2>&1 | grep -c Read-only; echo hi > mine.txt; "
-            "cat ../../secret.txt 2>&1 | grep -c SECRET; :(){ :|:& };: ; sleep 1; ls /proc | grep -c [0-9]', w, [w / 'dataroom'], 'bwrap', 8, 100000)\n"
+            "cat ../../secret.txt 2>&1 | grep -c SECRET; unshare -U -r true 2>&1 | grep -c Operation.not.permitted; "
+            "grep Seccomp: /proc/self/status; :(){ :|:& };: ; sleep 1; ls /proc | grep -c [0-9]', w, [w / 'dataroom'], 'bwrap', 8, 100000)\n"
             "print(r.output)\n"
         )
         proc = subprocess.run(["setpriv", "--reuid=12345", "--regid=12345", "--clear-groups", python, "-c", code],
                               env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "pkg")}, cwd=root, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]
         lines = proc.stdout.splitlines()
-        assert lines[:4] == ["65534", "hello", "1", "0"], proc.stdout[-2000:]
+        assert lines[:6] == ["65534", "hello", "1", "0", "1", "Seccomp:\t2"], proc.stdout[-2000:]
         assert (work / "mine.txt").read_text() == "hi\n"
         survivors = subprocess.run(["ps", "-o", "stat=", "-u", "12345"], capture_output=True, text=True).stdout.split()
         survivors = [s for s in survivors if not s.startswith("Z")]  # a zombie is dead, only not yet reaped

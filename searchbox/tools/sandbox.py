@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import SandboxError
+from . import seccomp
 
 FILE_SIZE_CAP = 512 * 1024**2  # no single file the agent writes may pass this
 SANDBOX_UID = 65534  # "nobody": owns nothing on the host
@@ -189,6 +190,11 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     cmd += ["--remount-ro", "/", "--chdir", str(work), "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in environment(work).items():
         cmd += ["--setenv", key, value]
+    fd = os.memfd_create("seccomp")  # the same filter as root or not: no nested namespaces, mounts, tracing, ...
+    os.write(fd, seccomp.program())
+    os.lseek(fd, 0, os.SEEK_SET)
+    fds.append(fd)
+    cmd += ["--seccomp", str(fd)]
     cmd.append("--")
     if _as_root():
         cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
