@@ -169,12 +169,211 @@ def build_server(backend: Backend):
     return Server("searchbox", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+MAX_LINE = 16 * 1024**2  # longest request line read (a longer one is answered with an error and skipped)
+DRAIN_S = 300.0  # how long requests in flight may still finish once the client has closed stdin
+
+
+def top_level_id(text: str) -> Any:
+    """The `id` of a JSON object too deeply nested for the parser (its other members skipped without recursion), or None."""
+    depth, i, n, key, expect_key = 0, 0, len(text), None, False
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if depth == 1 and expect_key:
+                key, expect_key = text[i:j + 1], False
+            elif depth == 1 and key == '"id"':
+                with contextlib.suppress(ValueError):
+                    return json.loads(text[i:j + 1])
+            i = j + 1
+            continue
+        if c in "[{":
+            depth += 1
+            expect_key = depth == 1 and c == "{"
+        elif c in "]}":
+            depth -= 1
+        elif c == "," and depth == 1:
+            key, expect_key = None, True
+        elif depth == 1 and key == '"id"' and (c == "-" or c.isdigit()):
+            j = i
+            while j < n and (text[j] == "-" or text[j].isdigit()):
+                j += 1
+            return int(text[i:j])
+        i += 1
+    return None
+
+
+def log(text: str) -> None:
+    """One line about a request or its response, on stderr (stdout is the wire)."""
+    print(f"searchbox.mcp: {text}".encode("utf-8", errors="backslashreplace").decode("utf-8"), file=sys.stderr, flush=True)
+
+
+class Wire:
+    """The stdio transport's two ends as the SDK sees them, in front of the process's pipes.
+
+    Every line is checked before the SDK reads it: a line the SDK cannot take (not JSON, not UTF-8, a lone
+    surrogate, not a JSON-RPC message, too long) would be dropped by it without a word, so it is answered here
+    with a JSON-RPC error for its id. Every request is logged when it arrives and again when its response leaves.
+    """
+
+    def __init__(self, infile, outfile):
+        import anyio
+
+        self._in, self._out = infile, outfile  # binary files: the pipes the client reads and writes
+        self._lock = anyio.Lock()
+        self._pending: dict[Any, tuple[str, float]] = {}  # request id -> (what it asked, when)
+
+    # ---- in ------------------------------------------------------------------------------------
+    def __aiter__(self):
+        return self._lines()
+
+    async def _read(self, size: int) -> bytes:
+        import anyio
+
+        # abandon_on_cancel: at shutdown the thread may stay blocked on the pipe; the server must not wait for it
+        return await anyio.to_thread.run_sync(self._in.readline, size, abandon_on_cancel=True)
+
+    async def _lines(self):
+        import anyio
+
+        while True:
+            line = await self._read(MAX_LINE + 1)
+            if not line:  # the client closed stdin: answer what it asked before the server stops
+                with anyio.move_on_after(DRAIN_S):
+                    while self._pending:
+                        await anyio.sleep(0.05)
+                if self._pending:
+                    log(f"stdin closed; stopping with {len(self._pending)} request(s) unanswered after {DRAIN_S:g} s")
+                return
+            if len(line) > MAX_LINE:
+                while line and not line.endswith(b"\n"):  # skip the rest of it
+                    line = await self._read(1 << 20)
+                await self._reply_error(None, -32700, f"parse error: a request line over {MAX_LINE} bytes")
+                continue
+            if not line.strip():
+                continue
+            text = await self._admit(line)
+            if text is not None:
+                yield text
+
+    async def _admit(self, line: bytes) -> Optional[str]:
+        """The line for the SDK, or None once it was answered (or, a notification, dropped and logged)."""
+        import mcp_types as types
+
+        try:
+            text, utf8 = line.decode("utf-8"), True
+        except UnicodeDecodeError:
+            text, utf8 = line.decode("utf-8", errors="replace"), False
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            rid = top_level_id(text)  # a request too deep for the parser still names its id: answer that id
+            if rid is not None:
+                self._pending[rid] = ("?", time.monotonic())
+            await self._reply_error(rid, types.PARSE_ERROR, f"parse error: {str(exc)[:200] or 'nested too deep'}")
+            return None
+        if not isinstance(obj, dict):
+            await self._reply_error(None, types.INVALID_REQUEST, "invalid request: one JSON-RPC object per line (batches are not supported)")
+            return None
+        rid = obj.get("id")
+        rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+        problem = None if utf8 else (types.PARSE_ERROR, "parse error: the request is not valid UTF-8")
+        if problem is None:
+            try:
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                problem = (types.INVALID_PARAMS, "invalid params: a string holds a lone surrogate (such as \\ud83d, half an emoji), not valid Unicode")
+            except (RecursionError, ValueError):
+                problem = (types.INVALID_REQUEST, "invalid request: nested too deep")
+        if problem is None:
+            try:
+                types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            except Exception as exc:  # pydantic's ValidationError: the first line after its title says what
+                detail = " ".join(str(exc).splitlines()[1:3]).strip()[:300]
+                problem = (types.INVALID_REQUEST, f"invalid request: {detail or 'not a JSON-RPC 2.0 message'}")
+        method = obj.get("method") if isinstance(obj.get("method"), str) else None
+        params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
+        what = f"{method or '?'}" + (f" {params['name']}" if method == "tools/call" and isinstance(params.get("name"), str) else "")
+        if problem is not None:
+            if method is not None and "id" not in obj:  # a notification gets no response, by JSON-RPC
+                log(f"dropped notification {what[:100]}: {problem[1]}")
+                return None
+            self._pending[rid] = (what[:100], time.monotonic())
+            await self._reply_error(rid, *problem)
+            return None
+        if method is not None and "id" in obj:
+            self._pending[rid] = (what[:100], time.monotonic())
+            log(f"request {rid!r}: {what[:100]}")
+        elif method == "notifications/cancelled":  # the client gave up on it: no response is due
+            self._pending.pop(params.get("requestId"), None)
+        return text
+
+    # ---- out -----------------------------------------------------------------------------------
+    async def _reply_error(self, rid, code: int, message: str) -> None:
+        await self.write(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}) + "\n")
+        await self.flush()
+
+    async def write(self, text: str) -> None:
+        import anyio
+
+        async with self._lock:
+            data = text.encode("utf-8", errors="backslashreplace")  # a lone surrogate leaves as its JSON escape
+            await anyio.to_thread.run_sync(self._out.write, data)
+        self._logged(text)
+
+    async def flush(self) -> None:
+        import anyio
+
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._out.flush)
+
+    def _logged(self, text: str) -> None:
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(obj, dict) or "method" in obj or not ("result" in obj or "error" in obj):
+            return
+        what, t0 = self._pending.pop(obj.get("id"), ("?", time.monotonic()))
+        ms = (time.monotonic() - t0) * 1000
+        if "error" in obj:
+            err = obj["error"] if isinstance(obj["error"], dict) else {}
+            log(f"response {obj.get('id')!r}: {what}: error {err.get('code')}: {str(err.get('message'))[:300]} ({ms:.0f} ms)")
+        elif isinstance(obj["result"], dict) and obj["result"].get("isError"):
+            content = obj["result"].get("content") or [{}]
+            log(f"response {obj.get('id')!r}: {what}: tool error: {str(content[0].get('text'))[:300]} ({ms:.0f} ms)")
+        else:
+            log(f"response {obj.get('id')!r}: {what}: ok ({ms:.0f} ms)")
+
+
+@contextlib.contextmanager
+def claimed_stdio():
+    """The wire's own copies of fds 0 and 1; while serving, fd 0 reads /dev/null and fd 1 writes to stderr, so
+    children (llama-server, ripgrep) and stray prints never read or tear the protocol stream."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    try:
+        # closefd=False: a worker thread may still block reading the pipe when serving ends
+        yield os.fdopen(wire_in, "rb", buffering=0, closefd=False), os.fdopen(wire_out, "wb", closefd=False)
+    finally:
+        with contextlib.suppress(OSError):
+            os.dup2(wire_in, 0)
+            os.dup2(wire_out, 1)
+
+
 async def serve(backend: Backend) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(backend)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with claimed_stdio() as (raw_in, raw_out):
+        wire = Wire(raw_in, raw_out)
+        async with stdio_server(stdin=wire, stdout=wire) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 @cli

@@ -89,3 +89,93 @@ def test_bad_dataroom_is_one_line_exit_2(tmp_path, capsys):
 
     assert main(["--dataroom", str(tmp_path / "missing.zip")]) == 2
     assert capsys.readouterr().err.strip().startswith("searchbox: dataroom not found")
+
+
+# ---- hostile clients (issue 20): every request gets a response, and the server logs it ---------------------------------
+def raw_exchange(lines: list[bytes], timeout: float = 60.0) -> tuple[list[dict], str]:
+    """Write raw lines to a server's stdin (after initialize), read one response per request; (responses, stderr)."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    body = b"\n".join([json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', *lines]) + b"\n"
+    proc = subprocess.run([sys.executable, "-m", "searchbox.mcp", "--dataroom", str(builtin_dataroom()), "--retriever", "bm25",
+                           "--policy", "keyword"], input=body, capture_output=True, timeout=timeout, cwd=str(ROOT), env=env)
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], proc.stderr.decode("utf-8", errors="replace")
+
+
+def test_raw_jsonrpc_lines_each_get_a_response_and_a_log_line():
+    call = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "search_dataroom", "arguments": %s}}'
+    lines = [
+        (call % (1, '{"query": "gannet \\ud83d rock"}')).encode(),  # a lone surrogate, as a JSON escape
+        (call % (2, '{"query": "gannet rock", "k": 1e999}')).encode(),
+        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": 5}',
+        b"not json",
+        b"[1, 2]",
+        (call % (6, '{"query": "gannet \xff rock"}')).encode("latin-1"),  # not UTF-8
+        (call % (7, '{"query": ' + "[" * 5000 + "]" * 5000 + "}")).encode(),
+        b'{"jsonrpc": "2.0", "id": 8, "method": "no/such/method"}',
+        (call % (9, '{"query": "gannet rock", "k": 1}')).encode(),  # still serving after all that
+    ]
+    responses, err = raw_exchange(lines)
+    by_id = {r.get("id"): r for r in responses}
+    assert set(by_id) >= {0, 1, 2, 3, 6, 7, 8, 9, None}, responses
+    assert by_id[1]["error"]["code"] == -32602 and "lone surrogate" in by_id[1]["error"]["message"]
+    assert by_id[2]["result"]["isError"] and "k:" in by_id[2]["result"]["content"][0]["text"]
+    assert by_id[3]["error"]["code"] == -32600
+    assert sorted(r["error"]["code"] for r in responses if r.get("id") is None) == [-32700, -32600]  # not JSON, a batch
+    assert by_id[6]["error"]["code"] == -32700 and "UTF-8" in by_id[6]["error"]["message"]
+    assert "error" in by_id[7]
+    assert by_id[8]["error"]["code"] == -32601
+    assert not by_id[9]["result"].get("isError") and "gannet" in by_id[9]["result"]["content"][0]["text"].lower()
+    for rid in (1, 2, 3, 6, 7, 8, 9):
+        assert f"searchbox.mcp: response {rid}:" in err, err
+    assert "Traceback" not in err
+
+
+def test_sdk_session_gets_an_error_for_a_lone_surrogate():
+    """The official client session over a transport that escapes what it sends (as JSON.stringify does): the SDK's own
+    stdio_client refuses to encode a lone surrogate at all, so a client in another language is the one that sends it."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    async def run():
+        cmd = [sys.executable, "-m", "searchbox.mcp", "--dataroom", str(builtin_dataroom()), "--retriever", "bm25"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        async with await anyio.open_process(cmd, env=env, cwd=str(ROOT)) as proc:
+            to_session, from_server = anyio.create_memory_object_stream(0)
+            to_server, from_session = anyio.create_memory_object_stream(0)
+
+            async def pump_out():
+                async for msg in from_session:
+                    data = msg.message.model_dump(by_alias=True, exclude_unset=True)
+                    await proc.stdin.send((json.dumps(data) + "\n").encode())
+
+            async def pump_in():
+                buf = b""
+                async for chunk in proc.stdout:
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        await to_session.send(SessionMessage(types.jsonrpc_message_adapter.validate_json(line)))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump_out)
+                tg.start_soon(pump_in)
+                out = []
+                with anyio.fail_after(60):
+                    async with ClientSession(from_server, to_server) as session:
+                        await session.initialize()
+                        for query in ("gannet \ud83d rock", "gannet rock"):
+                            try:
+                                out.append(await session.call_tool("search_dataroom", {"query": query, "k": 1}))
+                            except MCPError as exc:
+                                out.append(exc)
+                tg.cancel_scope.cancel()
+            proc.kill()
+            return out
+
+    bad, good = anyio.run(run)
+    assert isinstance(bad, MCPError) and "lone surrogate" in str(bad)
+    assert not good.is_error and good.structured_content["results"]
