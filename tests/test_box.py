@@ -128,3 +128,69 @@ def test_dangerous_calls_fail_inside_the_box(work):
     got = {line.split()[0]: line.split()[2] for line in res.output.splitlines() if len(line.split()) == 3 and line.split()[1] == "-1"}
     assert got == {name: "EPERM" for name, _, _ in calls}, res.output
     assert "fork ok 0" in res.output
+
+
+# ---- a model's output that exec cannot carry --------------------------------------------------
+@pytest.fixture
+def toolset(work):
+    from searchbox.config import HarnessConfig
+    from searchbox.tools import ToolContext, Toolset, select
+
+    return Toolset(select("none"), ToolContext(work=work, harness=HarnessConfig(bash_timeout_s=10, output_cap_chars=4000),
+                                               sandbox_mode="bwrap"))
+
+
+BAD_STRINGS = {
+    "nul": ("echo a\x00b", "NUL byte"),
+    "200 KB": ("echo " + "x" * 200_000, "the most one command line argument can hold is 131071 bytes"),
+    "lone surrogate": ("echo \ud83d", "not valid Unicode"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("case", sorted(BAD_STRINGS))
+def test_a_command_exec_cannot_carry_is_an_invalid_call(toolset, case):
+    """Issue 20: these ended the run as tool_error ('embedded null byte', 'Argument list too long: bwrap', UnicodeEncodeError)."""
+    from searchbox.tools import builtins
+    from searchbox.tools.context import InvalidCall
+
+    text, message = BAD_STRINGS[case]
+    with pytest.raises(InvalidCall, match=message):
+        builtins.bash(toolset.ctx, text)
+    out = toolset.call("bash", {"command": text})  # through the Toolset (which may refuse it first): the model reads it
+    assert not out.ok and out.error
+
+
+@pytest.mark.skipif(not bwrap_works() or sandbox.shutil.which("rg") is None, reason="needs bubblewrap and ripgrep")
+@pytest.mark.parametrize("case", sorted(BAD_STRINGS))
+def test_a_grep_pattern_exec_cannot_carry_is_an_invalid_call(toolset, case):
+    from searchbox.tools import builtins
+    from searchbox.tools.context import InvalidCall
+
+    text, message = BAD_STRINGS[case]
+    with pytest.raises(InvalidCall, match=message):
+        builtins.grep(toolset.ctx, text.removeprefix("echo "), "dataroom")
+    out = toolset.call("grep", {"pattern": text.removeprefix("echo "), "path": "dataroom"})
+    assert not out.ok and out.error
+
+
+@needs_bwrap
+def test_a_long_command_under_the_bound_still_runs(toolset):
+    from searchbox.tools import builtins
+
+    assert builtins.bash(toolset.ctx, ": " + "x" * 131_000 + "; echo fine").strip() == "fine"
+
+
+def test_a_huge_glob_and_a_broken_path_are_invalid_calls(toolset):
+    """A 140 KB glob of unclosed brackets kept fnmatch busy for minutes; a lone surrogate in a path raised in lstat."""
+    from searchbox.tools import builtins
+    from searchbox.tools.context import InvalidCall
+
+    with pytest.raises(InvalidCall, match="the most is 4096"):
+        builtins.find(toolset.ctx, "[a" * 70_000)
+    with pytest.raises(InvalidCall, match="the most is 4096"):
+        builtins.grep(toolset.ctx, "hello", ".", glob="[a" * 70_000)
+    for tool, args in (("read", {"path": "dataroom/\ud83d.txt"}), ("ls", {"path": "\ud83d"}), ("find", {"pattern": "*", "path": "\ud83d"})):
+        with pytest.raises(InvalidCall, match="not valid Unicode"):
+            getattr(builtins, tool)(toolset.ctx, **args)
+        assert not toolset.call(tool, args).ok

@@ -17,10 +17,11 @@ from pathlib import Path
 from .. import safefs
 from . import sandbox
 from . import fallback_grep
-from .context import ToolContext, ToolError
+from .context import InvalidCall, ToolContext, ToolError
 
 READ_CAP = 16 * 1024**2  # bytes read (or edited) from one file
 WALK_CAP = 200_000  # entries find looks at before giving up
+MAX_GLOB_CHARS = 4096  # fnmatch's translation is quadratic in a glob's unclosed brackets: 140 KB of "[a" never ends
 SYSTEM_PREFIXES = tuple(os.path.realpath(d) + os.sep for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64"))
 
 
@@ -29,6 +30,10 @@ def _parts(ctx: ToolContext, path: str) -> tuple[str, ...]:
     raw = path or "."
     if "\x00" in raw:
         raise ToolError(f"{path!r}: NUL byte in path")
+    try:
+        os.fsencode(raw)
+    except UnicodeEncodeError as exc:  # a lone surrogate: no file can have this name
+        raise InvalidCall(f"{path!r}: not valid Unicode (a lone surrogate, e.g. half an emoji)") from exc
     norm = os.path.normpath(raw)
     if os.path.isabs(norm):
         for base in dict.fromkeys((os.path.normpath(str(ctx.work)), os.path.realpath(ctx.work))):
@@ -148,6 +153,7 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
 
 def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
     """Matches as `path:line:text` (path relative to work/), whether the target is a folder or one file."""
+    _check_glob(glob, "glob")
     parts = _parts(ctx, path)
     st = _lstat(ctx, parts, path)
     if st is None:
@@ -174,6 +180,9 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
     # global excludes, parents'), hidden files searched, and no config file read.
     argv = [rg, "--no-config", "--no-ignore", "--hidden", "--no-heading", "--line-number", "--with-filename", "--null",
             "--color", "never", "--no-follow", "--max-columns", "300", "--max-count", "20"]
+    sandbox.check_argument(pattern, "the pattern")
+    if glob is not None:
+        sandbox.check_argument(glob, "the glob")
     if ignore_case:
         argv.append("-i")
     if glob:
@@ -208,7 +217,13 @@ def _py_grep(ctx: ToolContext, target: str, pattern: str, glob: str | None, igno
     return lines
 
 
+def _check_glob(glob: str | None, what: str) -> None:
+    if glob is not None and len(glob) > MAX_GLOB_CHARS:
+        raise InvalidCall(f"the {what} is {len(glob)} characters; the most is {MAX_GLOB_CHARS}")
+
+
 def find(ctx: ToolContext, pattern: str, path: str = ".") -> str:
+    _check_glob(pattern, "pattern")
     parts = _parts(ctx, path)
     st = _lstat(ctx, parts, path)
     if st is None or not stat.S_ISDIR(st.st_mode):
@@ -281,5 +296,5 @@ def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = Fa
         raise ToolError("old string not found in file")
     if count > 1 and not replace_all:
         raise ToolError(f"old string occurs {count} times; give more context or set replace_all")
-    _write(ctx, parts, path, (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8"))
+    _write(ctx, parts, path, (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8", errors="replace"))
     return f"replaced {count if replace_all else 1} occurrence(s) in {'/'.join(parts)}"

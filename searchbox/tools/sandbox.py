@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import SandboxError
 from . import seccomp
+from .context import InvalidCall
 
 FILE_SIZE_CAP = 512 * 1024**2  # no single file the agent writes may pass this
 SANDBOX_UID = 65534  # "nobody": owns nothing on the host
@@ -28,6 +29,8 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("ld.so.cache", "ld.so.conf")  # copied from the host: the loader needs them, they hold no secrets
 ETC_DIRS = ("alternatives",)  # Debian's awk, editor, ... are links through /etc/alternatives
 PATH = "/usr/local/bin:/usr/bin:/bin"
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1  # the kernel's MAX_ARG_STRLEN less the NUL: the longest string exec takes
+MAX_ARGV_BYTES = 1024**2  # all of them together (ARG_MAX is a quarter of the stack limit, 2 MiB by default)
 WRAPPERS = {"sudo", "env", "time", "nohup", "nice", "timeout", "command", "builtin", "exec", "then", "do", "else", "if", "while", "until", "!", "{", "}"}
 
 
@@ -227,12 +230,33 @@ def _own(path: str) -> None:
         pass  # gone meanwhile, or a filesystem without ownership: the command will just not write there
 
 
+def check_argument(value: str, what: str) -> bytes:
+    """value as exec will pass it, or InvalidCall naming `what` when exec cannot carry it (the model's doing)."""
+    if "\x00" in value:
+        raise InvalidCall(f"{what} holds a NUL byte, which no command line can carry")
+    try:
+        data = os.fsencode(value)
+    except UnicodeEncodeError as exc:
+        raise InvalidCall(f"{what} is not valid Unicode (a lone surrogate at character {exc.start}, e.g. half an emoji)") from exc
+    if len(data) > MAX_ARGUMENT_BYTES:
+        raise InvalidCall(f"{what} is {len(data)} bytes; the most one command line argument can hold is {MAX_ARGUMENT_BYTES} bytes "
+                          "(write long scripts or data to a file and run or read that)")
+    return data
+
+
+def _check_argv(argv: list[str]) -> None:
+    total = sum(len(check_argument(arg, f"argument {i} of {os.path.basename(argv[0])}")) + 1 for i, arg in enumerate(argv))
+    if total > MAX_ARGV_BYTES:
+        raise InvalidCall(f"the arguments of {os.path.basename(argv[0])} are {total} bytes together; the most is {MAX_ARGV_BYTES}")
+
+
 def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
                  limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True) -> ShellResult:
     """Run argv in the box, in its own process group; when it ends (or times out) kill everything it started.
 
     Output is read as it comes and kept up to cap_bytes (stderr apart, also capped, unless merged).
     """
+    _check_argv(argv)  # before anything runs: a NUL, a lone surrogate or a huge argument is refused by exec
     work = Path(work)
     if mode != "none":
         grant(work, readonly)
@@ -354,7 +378,8 @@ def _box_info(info_r: int) -> _Box | None:
 
 def run_shell(command: str, work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
               limits: Limits = Limits()) -> ShellResult:
-    """Run `bash -c command` in the box."""
+    """Run `bash -c command` in the box; a command exec cannot carry is InvalidCall."""
+    check_argument(command, "the command")
     return run_confined(["bash", "-c", command], work, readonly, mode, timeout_s, cap_bytes, limits)
 
 
