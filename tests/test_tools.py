@@ -205,7 +205,7 @@ def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
         sandbox.probe_failure.cache_clear()
 
 
-BOX_MODULES = ("errors.py", "tools/sandbox.py", "tools/seccomp.py")  # what the box needs (a normal user's python has no jsonschema)
+BOX_MODULES = ("errors.py", "config.py", "tools/context.py", "tools/sandbox.py", "tools/seccomp.py")  # what the box needs (a normal user's python has no jsonschema)
 
 
 def _python_for(uid: int) -> str | None:
