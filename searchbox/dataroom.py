@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+from . import safefs
 from .config import DataroomLimits
 from .errors import DataroomError
 from .paths import sha256_file
@@ -270,7 +271,11 @@ def rescan(ws: Workspace, limits: DataroomLimits) -> None:
 
 
 def _set_modes(root: Path, dir_mode: int, file_mode: int) -> None:
-    """chmod a tree without following links: links are skipped, never used as a way in (lstat, no followlinks)."""
+    """chmod a tree without following links, at any depth: links are skipped, never used as a way in.
+
+    Walked one directory descriptor at a time (safefs.walk), so a tree the model made deeper than PATH_MAX
+    (30 folders of 200 characters) is handled like any other.
+    """
     try:
         st = os.lstat(root)
     except FileNotFoundError:
@@ -279,21 +284,22 @@ def _set_modes(root: Path, dir_mode: int, file_mode: int) -> None:
         if stat.S_ISREG(st.st_mode):
             os.chmod(root, file_mode)
         return
-    os.chmod(root, dir_mode | stat.S_IWUSR | stat.S_IXUSR)  # so the walk can enter it; set for real below
-    for dirpath, dirs, names in os.walk(root, followlinks=False):
-        for name in [*dirs, *names]:
-            path = os.path.join(dirpath, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode):
-                os.chmod(path, dir_mode | stat.S_IRUSR | stat.S_IWUSR | stat.S_IXUSR)
-            elif stat.S_ISREG(mode):
-                os.chmod(path, file_mode)
-    if dir_mode != 0o755:  # read-only: directories last, or the walk above could not have entered them
-        for dirpath, dirs, _ in os.walk(root, topdown=False, followlinks=False):
-            for name in dirs:
-                path = os.path.join(dirpath, name)
-                if stat.S_ISDIR(os.lstat(path).st_mode):
-                    os.chmod(path, dir_mode)
+    os.chmod(root, dir_mode | stat.S_IRWXU)  # so the walk can enter it; set for real below
+
+    # chmod by name after lstat said what it is: nothing runs in the box while the harness does this.
+    def visit(entry: safefs.Entry) -> bool:
+        if stat.S_ISDIR(entry.st.st_mode):
+            os.chmod(entry.name, dir_mode | stat.S_IRWXU, dir_fd=entry.dir_fd)
+            return True
+        if stat.S_ISREG(entry.st.st_mode):
+            os.chmod(entry.name, file_mode, dir_fd=entry.dir_fd)
+        return False
+
+    def leave(entry: safefs.Entry) -> None:  # read-only: directories last, or the walk could not have entered them
+        if dir_mode | stat.S_IRWXU != dir_mode:
+            os.chmod(entry.name, dir_mode, dir_fd=entry.dir_fd)
+
+    safefs.walk(root, visit, leave)
     os.chmod(root, dir_mode)
 
 
@@ -305,6 +311,35 @@ def make_read_only(root: Path) -> None:
 def make_writable(root: Path) -> None:
     """Undo the read-only bits so a run directory can be deleted; links (the model's too) are never followed."""
     _set_modes(Path(root), 0o755, 0o644)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a tree the model may have made, at any depth and whatever its modes, without following any link.
+
+    shutil.rmtree recurses in Python (a tree a few thousand folders deep raises RecursionError) and needs
+    writable folders; this walks one directory descriptor at a time and opens each folder up as it goes.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return
+    os.chmod(path, stat.S_IRWXU)
+
+    def visit(entry: safefs.Entry) -> bool:
+        if stat.S_ISDIR(entry.st.st_mode):
+            os.chmod(entry.name, stat.S_IRWXU, dir_fd=entry.dir_fd)
+            return True
+        os.unlink(entry.name, dir_fd=entry.dir_fd)
+        return False
+
+    def leave(entry: safefs.Entry) -> None:
+        os.rmdir(entry.name, dir_fd=entry.dir_fd)
+
+    safefs.walk(path, visit, leave)
+    os.rmdir(path)
 
 
 def _remove_unfollowed(path: Path, keep_dir: bool = False) -> None:
@@ -319,8 +354,7 @@ def _remove_unfollowed(path: Path, keep_dir: bool = False) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(path)
     elif not keep_dir:
-        make_writable(path)
-        shutil.rmtree(path)  # rmtree unlinks links inside, never descends through them
+        remove_tree(path)
 
 
 def list_files(root: Path) -> list[str]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .errors import SearchboxError
 
@@ -152,17 +153,136 @@ def write_text(root: Path, rel: str | os.PathLike, text: str, **kw) -> None:
     write_bytes(root, rel, text.encode("utf-8", errors="replace"), **kw)
 
 
-def walk_files(root: Path, cap_files: int = 100_000) -> list[tuple[str, int]]:
-    """(relative path, size) of regular files under root, links and special files skipped, sorted."""
+@dataclass
+class Entry:
+    """One entry met by `walk`: its name in the open directory `dir_fd`, its own stat, and its path below the root."""
+
+    dir_fd: int  # valid only while the callback runs
+    name: str
+    st: os.stat_result
+    parts: tuple[str, ...]  # path components below the root (the last is name)
+
+
+@dataclass
+class _Frame:
+    fd: Optional[int]  # None while closed to bound the open descriptors; reopened through ".."
+    st: os.stat_result
+    names: Iterator[str]
+    entry: Optional[Entry]  # how the parent met this directory (None for the root)
+
+
+MAX_OPEN_DIRS = 64  # directory descriptors a walk keeps open; deeper ones are reached again through ".."
+
+
+def walk(root: Path | int, visit: Callable[[Entry], bool], leave: Optional[Callable[[Entry], None]] = None) -> None:
+    """Walk the tree under root, depth first, names sorted, one directory descriptor at a time: any depth, any name.
+
+    `visit(entry)` sees every entry before anything below it; it returns True to descend into a directory
+    (a link is never descended into: directories are opened with O_NOFOLLOW). `leave(entry)` sees a directory
+    after everything below it. No path string is ever handed to the kernel, so PATH_MAX does not matter, and
+    at most MAX_OPEN_DIRS descriptors are open: a closed ancestor is reopened through ".." and must be the
+    same directory (else UnsafePath). Walk only trees nothing changes meanwhile (between box calls).
+    """
+    top = os.open(root, _DIR_FLAGS) if not isinstance(root, int) else os.dup(root)
+    frames = [_Frame(top, os.fstat(top), iter(sorted(os.listdir(top))), None)]
+    try:
+        while frames:
+            frame = frames[-1]
+            name = next(frame.names, None)
+            if name is None:
+                frames.pop()
+                if frames and frames[-1].fd is None:
+                    parent = frames[-1]
+                    parent.fd = os.open("..", _DIR_FLAGS, dir_fd=frame.fd)
+                    st = os.fstat(parent.fd)
+                    if (st.st_dev, st.st_ino) != (parent.st.st_dev, parent.st.st_ino):
+                        raise UnsafePath(f"{'/'.join(frame.entry.parts)}: its parent changed during the walk")
+                os.close(frame.fd)
+                if frame.entry is not None and leave is not None:
+                    frame.entry.dir_fd = frames[-1].fd
+                    leave(frame.entry)
+                continue
+            try:
+                st = os.stat(name, dir_fd=frame.fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            parts = (frame.entry.parts if frame.entry else ()) + (name,)
+            entry = Entry(frame.fd, name, st, parts)
+            if not visit(entry) or not stat.S_ISDIR(st.st_mode):
+                continue
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=frame.fd)
+            except OSError:
+                continue  # swapped for a link, or gone
+            try:
+                names = sorted(os.listdir(sub))
+            except OSError:
+                os.close(sub)
+                continue
+            frames.append(_Frame(sub, os.fstat(sub), iter(names), entry))
+            if len(frames) > MAX_OPEN_DIRS:
+                far = frames[-MAX_OPEN_DIRS - 1]
+                if far.fd is not None:
+                    os.close(far.fd)
+                    far.fd = None
+    finally:
+        for frame in frames:
+            if frame.fd is not None:
+                os.close(frame.fd)
+
+
+@dataclass
+class Listing:
+    """The regular files under a root: (relative path, size), and whether the listing stopped short."""
+
+    files: list[tuple[str, int]]
+    truncated: bool = False  # cap_files or max_depth reached
+
+
+def list_files(root: Path, cap_files: int = 100_000, max_depth: Optional[int] = None) -> Listing:
+    """(relative path, size) of the regular files under root, depth first, names sorted; links and special files
+    skipped; any depth and any name (names that are not UTF-8 come back as surrogate escapes, as os.listdir gives
+    them). The one listing of model-made trees for the harness, grading and the web app. A root that is missing
+    or not a plain directory lists nothing."""
     out: list[tuple[str, int]] = []
-    root = Path(root)
-    for dirpath, dirs, names in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        dirs[:] = sorted(d for d in dirs if stat.S_ISDIR(os.lstat(base / d).st_mode))
-        for name in sorted(names):
-            st = os.lstat(base / name)
-            if stat.S_ISREG(st.st_mode):
-                out.append(((base / name).relative_to(root).as_posix(), st.st_size))
-                if len(out) >= cap_files:
-                    return out
-    return out
+    truncated = False
+
+    class _Stop(Exception):
+        pass
+
+    def visit(entry: Entry) -> bool:
+        nonlocal truncated
+        if stat.S_ISREG(entry.st.st_mode):
+            if len(out) >= cap_files:
+                truncated = True
+                raise _Stop
+            out.append(("/".join(entry.parts), entry.st.st_size))
+            return False
+        if stat.S_ISDIR(entry.st.st_mode):
+            if max_depth is not None and len(entry.parts) >= max_depth:
+                truncated = True
+                return False
+            return True
+        return False
+
+    try:
+        walk(root, visit)
+    except _Stop:
+        pass
+    except (OSError, UnsafePath):
+        if not out:
+            return Listing([], False)
+        truncated = True
+    out.sort(key=lambda item: walk_order(item[0]))
+    return Listing(out, truncated)
+
+
+def walk_order(rel: str) -> list[tuple[int, str]]:
+    """Sort key giving os.walk's order, which callers hash: a folder's files (sorted), then its subfolders (sorted)."""
+    names = rel.split("/")
+    return [(1, p) for p in names[:-1]] + [(0, names[-1])]
+
+
+def walk_files(root: Path, cap_files: int = 100_000) -> list[tuple[str, int]]:
+    """(relative path, size) of regular files under root, links and special files skipped, sorted (see list_files)."""
+    return list_files(root, cap_files).files

@@ -228,3 +228,87 @@ def test_make_writable_and_removal_skip_links_inside(tmp_path):
     assert stat.S_IMODE(host.stat().st_mode) == 0o700 and stat.S_IMODE((host / "secret.txt").stat().st_mode) == 0o600
     assert (host / "secret.txt").read_text() == "keep me"
     assert not (ws.dataroom / "file-link").exists()
+
+
+def _deep(root, depth: int, name_len: int, mode: int | None = None) -> list[str]:
+    """depth nested folders of name_len characters under root (made fd-relative: the path passes PATH_MAX), a file
+    and a non-UTF-8 name at the bottom; returns the names."""
+    names = [(f"{i:04d}" * name_len)[:name_len] for i in range(depth)]
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in names:
+            os.mkdir(name, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        for leaf in ("bottom.txt", b"bad-\xff-name.md"):
+            out = os.open(leaf, os.O_WRONLY | os.O_CREAT, 0o444, dir_fd=fd)
+            os.write(out, b"deep\n")
+            os.close(out)
+        if mode is not None:
+            os.chmod(fd, mode)
+    finally:
+        os.close(fd)
+    return names
+
+
+def test_a_tree_deeper_than_path_max_can_be_made_writable_listed_and_removed(tmp_path):
+    """Issue 20: 30 nested 200-character folders in work/ made --overwrite and every sweep relaunch crash with
+    ENAMETOOLONG in dataroom._set_modes; the web app's listing of that run answered 500."""
+    from searchbox import safefs
+    from searchbox.dataroom import remove_tree
+
+    ws = open_workspace(tmp_path / "run", None)
+    names = _deep(ws.work, 30, 200, mode=0o555)
+    assert len("/".join(names)) > 4096
+    listing = safefs.list_files(ws.work)
+    deep = "/".join(names)
+    assert (f"{deep}/bottom.txt", 5) in listing.files and (f"{deep}/bad-\udcff-name.md", 5) in listing.files
+    assert not listing.truncated
+    assert safefs.list_files(ws.work, max_depth=10).truncated
+    make_writable(tmp_path / "run")  # what --overwrite and a sweep relaunch do before rmtree
+    open_workspace(tmp_path / "run", None)  # reusing the run dir keeps work/ but replaces the dataroom
+    remove_tree(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_remove_tree_any_depth_with_few_descriptors(tmp_path, monkeypatch):
+    """Thousands of levels (shutil.rmtree recurses in Python) and a walk that must reopen ancestors through '..'."""
+    from searchbox import safefs
+    from searchbox.dataroom import remove_tree
+
+    monkeypatch.setattr(safefs, "MAX_OPEN_DIRS", 8)
+    root = tmp_path / "tree"
+    root.mkdir()
+    _deep(root, 3000, 1, mode=0o500)
+    (root / "side").mkdir()
+    (root / "side" / "f").write_text("x")
+    (root / "link").symlink_to(tmp_path)  # never followed: tmp_path itself survives
+    assert len(safefs.list_files(root).files) == 3
+    remove_tree(root)
+    assert not root.exists() and tmp_path.exists()
+
+
+def test_make_read_only_at_depth(tmp_path, monkeypatch):
+    from searchbox import safefs
+    from searchbox.dataroom import make_read_only, remove_tree
+
+    monkeypatch.setattr(safefs, "MAX_OPEN_DIRS", 4)
+    root = tmp_path / "room"
+    root.mkdir()
+    names = _deep(root, 12, 100)
+    make_read_only(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    modes = []
+    try:
+        for name in names:
+            modes.append(stat.S_IMODE(os.stat(name, dir_fd=fd).st_mode))
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        modes.append(stat.S_IMODE(os.stat("bottom.txt", dir_fd=fd).st_mode))
+    finally:
+        os.close(fd)
+    assert modes == [0o555] * 12 + [0o444]
+    make_writable(root)
+    remove_tree(root)

@@ -222,26 +222,36 @@ def _check_glob(glob: str | None, what: str) -> None:
         raise InvalidCall(f"the {what} is {len(glob)} characters; the most is {MAX_GLOB_CHARS}")
 
 
+class _WalkCap(Exception):
+    """find looked at WALK_CAP entries."""
+
+
 def find(ctx: ToolContext, pattern: str, path: str = ".") -> str:
     _check_glob(pattern, "pattern")
     parts = _parts(ctx, path)
     st = _lstat(ctx, parts, path)
     if st is None or not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path}: not a directory")
-    root = Path(ctx.work).joinpath(*parts)
-    prefix = "/".join(parts)
-    hits, seen = [], 0
-    for dirpath, dirs, names in os.walk(root, followlinks=False):  # lists links, never descends into them
-        dirs.sort()
-        rel_dir = os.path.relpath(dirpath, root)
-        for name in sorted(names):
-            seen += 1
-            r = "/".join(p for p in (prefix, "" if rel_dir == "." else rel_dir, name) if p)
-            if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(r, pattern) or fnmatch.fnmatch(r, f"*/{pattern}"):
-                hits.append(r)
-        if seen > WALK_CAP:
-            hits.append(f"[stopped after {WALK_CAP} entries]")
-            break
+    hits, seen = [], [0]
+
+    def visit(entry: safefs.Entry) -> bool:  # lists links, never descends into them; any depth (fd-relative)
+        if stat.S_ISDIR(entry.st.st_mode):
+            return True
+        seen[0] += 1
+        if seen[0] > WALK_CAP:
+            raise _WalkCap
+        r = "/".join(parts + entry.parts)
+        if fnmatch.fnmatch(entry.name, pattern) or fnmatch.fnmatch(r, pattern) or fnmatch.fnmatch(r, f"*/{pattern}"):
+            hits.append(r)
+        return False
+
+    try:
+        safefs.walk(Path(ctx.work).joinpath(*parts), visit)
+    except _WalkCap:
+        pass
+    hits.sort(key=safefs.walk_order)
+    if seen[0] > WALK_CAP:
+        hits.append(f"[stopped after {WALK_CAP} entries]")
     if not hits:
         return "no files match"
     return "\n".join(hits[:500]) + (f"\n[{len(hits) - 500} more]" if len(hits) > 500 else "")
