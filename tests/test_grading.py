@@ -47,6 +47,36 @@ CASES = [
     ("Little Vell, first lit in 1856.", ["Little Vell, 1856", "Little Vell"], True),
     ("The low was \u22125 °C", ["-5 °C"], True),
     ("A state-of-the-art lens", ["state of the art"], True),
+    # the corpus's own formats (issue 19)
+    ("published_at: 2024-04-16T16:19:47.000+02:00", ["2024-04-16"], True),  # the date as written, time and zone dropped
+    ("2024-04-16 16:19 UTC", ["April 16, 2024"], True),
+    ("Tuesday, 16th April 2024", ["2024-04-16"], True),
+    ("Tue. 16 April 2024", ["2024-04-16"], True),
+    ("April the 16th, 2024", ["2024-04-16"], True),
+    ("16/04/2024", ["2024-04-16"], True),  # only one reading is a date
+    ("04/16/2024", ["2024-04-16"], True),
+    ("Apache License 2.0", ["Apache-2.0"], True),
+    ("The Apache License, Version 2.0", ["Apache-2.0"], True),
+    ("Apache 2", ["Apache-2.0"], True),
+    ("Creative Commons Attribution Non Commercial 4.0", ["CC-BY-NC-4.0"], True),
+    ("Creative Commons Attribution-NonCommercial 4.0 International", ["CC-BY-NC-4.0"], True),
+    ("CC BY-NC 4.0", ["CC-BY-NC-4.0"], True),
+    ("GNU General Public License v3.0", ["GPL-3.0"], True),
+    ("GPLv3", ["GPL-3.0"], True),
+    ("the MIT License", ["MIT"], True),
+    ("3-clause BSD", ["BSD-3-Clause"], True),
+    ("Mozilla Public License 2.0", ["MPL-2.0"], True),
+    ("Scott A. Martens", ["Scott Martens"], True),
+    ("Scott B. Martens", ["Scott Martens"], True),  # any middle initial, not only "a" (an article)
+    ("1.04B", ["1.04 billion"], True),
+    ("1,040 million", ["1.04B"], True),
+    ("1.04 bn", ["1040000000"], True),
+    ("8,192 tokens", ["8K"], True),  # K as 1024 when n is a power of two
+    ("8192", ["8K"], True),
+    ("8K", ["8192"], True),
+    ("8,000 tokens", ["8K"], True),  # and as 1000
+    ("32,768", ["32K"], True),
+    ("1,024 tokens", ["1K"], True),
     # must not match
     ("It is 138.4 metres tall.", GANNET, False),
     ("It is 38.4 feet tall.", GANNET, False),
@@ -65,6 +95,14 @@ CASES = [
     ("12 lighthouses", ["2"], False),
     ("Tobias", ["Tobias Wren"], False),
     ("one", ["1"], False),  # "one" stays a word (mostly a pronoun)
+    ("04/05/2024", ["2024-05-04"], False),  # day and month could be either way round: no date
+    ("2024-04-17T01:00:00+02:00", ["2024-04-16"], False),  # the date as written, not converted to UTC
+    ("CC BY-NC-SA 4.0", ["CC-BY-NC-4.0"], False),
+    ("CC-BY-4.0", ["CC-BY-NC-4.0"], False),
+    ("GPLv2", ["GPL-3.0"], False),
+    ("Apache 2.1", ["Apache-2.0"], False),
+    ("10,240", ["10K"], False),  # 10 is no power of two: 10K is 10,000 only
+    ("16,384 pounds", ["16K pounds"], True),
     ("The answer is not in the documents.", ["Tobias Wren"], False),
     ("", ["Tobias Wren"], False),
 ]
@@ -89,6 +127,11 @@ def test_table_is_large_and_two_sided():
     ("About 41,200", ["41200"], 0.0),
     ("Little Vell", ["Little Vell, 1856", "Little Vell"], 1.0),
     ("Tobias Wren led it.", ["Tobias Wren"], 0.0),
+    ("Apache License 2.0", ["Apache-2.0"], 1.0),
+    ("Tuesday, 16th April 2024", ["2024-04-16"], 1.0),
+    ("2024-04-16T16:19:47.000+02:00", ["2024-04-16"], 1.0),
+    ("Scott A. Martens", ["Scott Martens"], 1.0),
+    ("8,192", ["8K"], 1.0),
 ])
 def test_exact_match_reads_the_answer_line(answer, golds, expected):
     assert grade_text(answer, Question("q", "?", golds[0], golds[1:]))["exact_match"] == expected
@@ -113,10 +156,31 @@ def test_token_f1_and_missing_gold():
     ("Sources: the survey\n\n38.4 metres", "whole", "Sources: the survey\n\n38.4 metres"),
     ("Final answer: 38.4 metres", "whole", "38.4 metres"),
     ("The open sources say 38.4 metres", "whole", "The open sources say 38.4 metres"),
+    # an inline "sources:" cuts its line only where it starts a part of its own
+    ("Han Xiao wrote it; it draws on two sources: the card and the post", "whole",
+     "Han Xiao wrote it; it draws on two sources: the card and the post"),
+    ("It combines data from three sources: web pages, papers and code.", "whole", "It combines data from three sources: web pages, papers and code."),
+    ("38.4 metres. Sources: the survey", "before_sources", "38.4 metres."),
+    ("38.4 metres; references: the survey", "before_sources", "38.4 metres;"),
+    ("38.4 metres - Sources: the survey", "before_sources", "38.4 metres"),
+    ("38.4 metres [Source: the survey]", "before_sources", "38.4 metres"),
 ])
 def test_answer_part(text, part, graded):
     got = answer_part(text)
     assert (got.part, got.text) == (part, graded)
+
+
+@pytest.mark.parametrize("text,claim", [
+    ("Scott Martens\nHe wrote it.", "Scott Martens"),
+    ("The authors are:\n\n- Han Xiao\n- Scott Martens\n\nBoth at Jina AI.", "The authors are: Han Xiao; Scott Martens"),
+    ("- Han Xiao\n- Scott Martens\nmore", "Han Xiao; Scott Martens"),
+    ("1. Han Xiao\n2. Scott Martens", "Han Xiao; Scott Martens"),
+    ("The answer is:\n\nScott Martens\n\nHe wrote it.", "The answer is: Scott Martens"),
+    ("```\nApache-2.0\n```", "Apache-2.0"),
+    ("**Answer:** 38.4 metres\n\nSources: x.md", "38.4 metres"),
+])
+def test_claim_is_the_answer_line_with_its_list(text, claim):
+    assert answer_part(text).claim == claim
 
 
 def test_a_path_gold_keeps_references():

@@ -1,7 +1,16 @@
 """Grading a finished run from its artifacts: string graders on the answer part, evidence recall, a cached judge.
 
 `grade(run_dir, question, judge)` reads only what the run left (work/ANSWER.md through safefs,
-trace.jsonl, work/dataroom), so `python -m searchbox.grade` can redo it at any time.
+trace.jsonl, work/dataroom), so `python -m searchbox.grade` can redo it at any time. What each grade means:
+- `correct` (the primary grade): the answer line asserts the gold (or an alias) and nothing contradicting it
+  (grading/correct.py: negated, retracted, hedged, several candidates of the gold's type, a wrong unit all fail);
+- `contains` (the lenient grade): the gold's tokens occur somewhere in the answer part, whatever else it says;
+- `exact_match`: the answer line's tokens are exactly a gold's;
+- `f1`: the best token F1 of the answer line against a gold;
+- `judge`: an LLM judge's CORRECT/INCORRECT on the answer part (optional; preferred when configured);
+- `evidence_recall` and the other evidence_* fields: see searchbox/evidence.py.
+Normalisation (tokens, dates, units, licenses, names) for all of them: grading/normalize.py. A grade
+that cannot be computed (no gold) is None, never 0.
 """
 
 from __future__ import annotations
@@ -17,16 +26,17 @@ from ..errors import ConfigError, ModelError
 from ..evidence import EVIDENCE_VERSION
 from ..evidence import of_run as evidence_of_run
 from .answer import ANSWER_PART_VERSION, AnswerPart, answer_part, is_reference
+from .correct import CORRECT_VERSION, correct, verdict
 from .judge import PROMPT_HASH, Judge
 from .normalize import NORMALIZER_VERSION, contains, exact_match, normalize, token_f1, tokens
 
 # Bump GRADER_VERSION with any change to what a grade means; it names its parts.
-GRADER_VERSION = f"grader-2/{NORMALIZER_VERSION}/{ANSWER_PART_VERSION}/{EVIDENCE_VERSION}"
+GRADER_VERSION = f"grader-3/{CORRECT_VERSION}/{NORMALIZER_VERSION}/{ANSWER_PART_VERSION}/{EVIDENCE_VERSION}"
 ANSWER_FILE = "ANSWER.md"
 GRADED_CHARS = 1000  # of the answer part kept in the grades, to show what was read
 
-__all__ = ["GRADER_VERSION", "PROMPT_HASH", "AnswerPart", "Judge", "Question", "answer_part", "contains", "exact_match",
-           "grade", "grade_text", "load_questions", "normalize", "token_f1", "tokens"]
+__all__ = ["GRADER_VERSION", "PROMPT_HASH", "AnswerPart", "Judge", "Question", "answer_part", "contains", "correct", "exact_match",
+           "grade", "grade_text", "load_questions", "normalize", "token_f1", "tokens", "verdict"]
 
 
 @dataclass
@@ -84,9 +94,11 @@ def graded_part(answer_md: str, question: Question) -> AnswerPart:
 
 
 def grade_text(answer_md: str, question: Question) -> dict:
-    """The string grades of an ANSWER.md text: exact match and F1 on the answer line, contains on the answer part."""
+    """The string grades of an ANSWER.md text: correct on the claim (the answer line with its lead-in or list),
+    exact match and F1 on the answer line, contains (lenient) on the answer part."""
     golds, part = question.golds, graded_part(answer_md, question)
     return {
+        "correct": _missing(correct(part.claim, golds, question.question)),
         "exact_match": _missing(exact_match(part.line, golds)), "f1": _missing(token_f1(part.line, golds)),
         "contains": _missing(contains(part.text, golds)), "answer_part": part.part, "graded_answer": part.text[:GRADED_CHARS],
     }

@@ -3,16 +3,21 @@
 The agent is told to write the answer first and its sources after, under a `Sources:` line. So:
 - the *answer part* is the text before the first sources line: a line that, without markdown
   markers (#, *, _, >, a list dash), starts with Sources/Source/References/Citations/
-  Bibliography (optionally "used") followed by a colon or the end of the line; an inline
-  "Sources:"/"References:" cuts its line too. With no such line, or nothing before it, the
-  whole file is the answer part;
+  Bibliography (optionally "used") followed by a colon or the end of the line. An inline
+  "Sources:"/"References:" cuts its line too where it starts a part of its own: after an opening
+  bracket, markdown emphasis, a sentence end (. ! ?), a semicolon, or a spaced dash or bar; a word
+  "sources:" inside the answer's sentence ("it draws on two sources: the card and the post") cuts
+  nothing. With no such line, or nothing before it, the whole file is the answer part;
 - reasoning blocks (<think>...</think>) and a leading "Answer:"/"Final answer:" label or heading
   are dropped;
 - file references are dropped (markdown link targets, URLs, `dataroom/...` and names with a
   document or code file extension, with their folders) unless a gold answer is itself such a reference, so a cited
   `annual-report-2023.md` never matches the gold "2023";
 - the *answer line* is the answer part's first non-empty line (what exact match and F1 read;
-  contains and the judge read the whole answer part).
+  contains and the judge read the whole answer part);
+- the *claim* is what the `correct` grade reads: the answer line, joined with what it introduces
+  when it is a lead-in ending in a colon ("The authors are:" and the list or line after it), and
+  with the rest of its list when it is a list item, so a bulleted answer is read whole.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ANSWER_PART_VERSION = "part-1"
+ANSWER_PART_VERSION = "part-2"
 
 _MARKERS = re.compile(r"[*_#>`]")
 _SOURCES_LINE = re.compile(r"^(?:[-+]\s+)?(sources?|references?|citations?|bibliography)(\s+used)?\s*(:|$)", re.IGNORECASE)
-_SOURCES_INLINE = re.compile(r"[\s(\[*_]*\b(sources?|references?)\s*\**\s*:", re.IGNORECASE)
+_SOURCES_INLINE = re.compile(r"(?:[(\[]|[*_]+|[.!?;]|\s[-\u2013\u2014|])[\s(\[*_]*\b(sources?|references?)\s*\**\s*:", re.IGNORECASE)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,2}[.)])\s+")
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _LABEL_LINE = re.compile(r"^(?:final\s+|short\s+)?answer\s*:?\s*$", re.IGNORECASE)
 _LABEL = re.compile(r"^[\s*_#>]*(?:final\s+|short\s+)?answer[\s*_]*[:\u2013\u2014][\s*_]*", re.IGNORECASE)
@@ -38,6 +44,7 @@ class AnswerPart:
     text: str  # the answer part
     line: str  # its first non-empty line
     part: str  # before_sources | whole
+    claim: str = ""  # the answer line with the lead-in's continuation or the rest of its list (what `correct` reads)
 
 
 def is_reference(text: str) -> bool:
@@ -59,7 +66,8 @@ def answer_part(answer_md: str, keep_references: bool = False) -> AnswerPart:
             break
         m = _SOURCES_INLINE.search(line)
         if m and line[: m.start()].strip():
-            lines[i], cut = line[: m.start()], i + 1
+            keep = line[: m.start() + (1 if m[0][0] in ".!?;" else 0)]  # a sentence's full stop stays with it
+            lines[i], cut = keep, i + 1
             break
     if cut is not None and any(ln.strip() for ln in lines[:cut]):
         lines, part = lines[:cut], "before_sources"
@@ -74,4 +82,25 @@ def answer_part(answer_md: str, keep_references: bool = False) -> AnswerPart:
     if not keep_references:
         text = strip_references(text)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return AnswerPart(text, first, part)
+    return AnswerPart(text, first, part, claim_of(text))
+
+
+def claim_of(text: str) -> str:
+    """The answer line of an answer part, joined with its lead-in's continuation or the rest of its list ("; " between)."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if not ln.strip().startswith(("```", "~~~"))]  # code fences frame, say nothing
+    i = next((k for k, ln in enumerate(lines) if ln), None)
+    if i is None:
+        return ""
+    lead = ""
+    if _MARKERS.sub("", lines[i]).rstrip().endswith(":"):  # a lead-in: what it introduces is the answer
+        j = next((k for k in range(i + 1, len(lines)) if lines[k]), None)
+        if j is None:
+            return lines[i]
+        lead, i = lines[i] + " ", j
+    items = [lines[i]]
+    if _LIST_ITEM.match(lines[i]):
+        for ln in lines[i + 1:]:
+            if not _LIST_ITEM.match(ln):
+                break
+            items.append(ln)
+    return lead + "; ".join(_LIST_ITEM.sub("", ln) for ln in items)
