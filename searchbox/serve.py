@@ -72,6 +72,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--outputs", type=Path, default=Path("outputs"), help="jobs go to OUTPUTS/web/, sweeps are read from OUTPUTS/sweeps/")
     parser.add_argument("--endpoint", default=os.environ.get("LLAMA_URL"),
                         help="OpenAI-compatible base URL for every job (default: $LLAMA_URL, else one embedded llama-server)")
+    parser.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
+                        help="another endpoint a job may name in its form (repeatable; by default only the server's own)")
     parser.add_argument("--model", default=os.environ.get("MODEL_ID"), help="model id jobs send (default: $MODEL_ID, else the server's)")
     parser.add_argument("--slots", type=int, default=None, help="jobs run at once (default: the server's slots, else 1)")
     parser.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto", help="bash isolation for jobs")
@@ -85,6 +87,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not is_loopback(args.host) and not args.token:
             raise SearchboxError(f"--host {args.host} is reachable from other machines: set --token (or $SEARCHBOX_TOKEN); "
                                  f"for example --token {secrets.token_urlsafe(16)}")
+        from .web.endpoints import EndpointRefused, parse_endpoint
+
+        try:  # a malformed one is one line here, not a job's error later
+            allowed = tuple(parse_endpoint(u) for u in args.allow_endpoint)
+        except EndpointRefused as exc:
+            raise SearchboxError(f"--allow-{exc}") from None
         if args.slots is not None and args.slots < 1:
             raise SearchboxError("--slots must be at least 1")
         if not 0 < args.max_upload_mb <= 100_000:
@@ -97,7 +105,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         from .web.app import WebSettings, create_app
 
         with model_endpoint(args.endpoint, args.slots) as (url, label, slots):
-            settings = WebSettings(outputs=args.outputs, endpoint=url, endpoint_label=label, model=args.model, token=args.token,
+            settings = WebSettings(outputs=args.outputs, endpoint=url, endpoint_label=label, allowed_endpoints=allowed,
+                                   model=args.model, token=args.token,
                                    loopback=is_loopback(args.host), slots=slots, sandbox=args.sandbox,
                                    max_upload_bytes=int(args.max_upload_mb * 1024**2), max_budget=args.max_budget)
             app = create_app(settings)

@@ -355,3 +355,97 @@ def test_markdown_subset_escapes_everything():
     assert 'href="javascript' not in html and '<a href="https://example.org/a?b=&quot;c"' in html
     assert "<td>&lt;img src=x onerror=alert(1)&gt;</td>" in html and "&lt;script&gt;" in html and "<script" not in html
     assert "<ul><li>one</li><li>two</li></ul>" in html
+
+
+# ---- hostile clients and hostile run directories (issue 20) -------------------------------------------------------------
+def test_endpoint_field_reaches_only_allowed_endpoints(tmp_path):
+    from tests.fakes.loopback import JsonHandler, Loopback
+
+    hits: list[str] = []
+
+    class Admin(JsonHandler):  # an internal service the web server can reach
+        def do_GET(self):
+            hits.append(self.path)
+            self._send(200, {"secret": "internal admin page"})
+
+        do_POST = do_GET
+
+    with Loopback(Admin) as admin, LiveApp(tmp_path / "out", "http://127.0.0.1:9", allowed_endpoints=("http://10.9.8.7:8080/v1",)) as app:
+        refused = {
+            f"{admin.url}/internal/admin?x=1": (400, "no query string"),
+            f"{admin.url}/internal/admin#x": (400, "no fragment"),
+            f"http://user:pw@127.0.0.1:9": (400, "no user name or password"),
+            "file:///etc/passwd": (400, "http(s) URL"),
+            "gopher://127.0.0.1:9": (400, "http(s) URL"),
+            f"{admin.url}": (403, "not one this server allows"),
+            f"{admin.url}/internal/admin": (403, "not one this server allows"),
+            "http://127.0.0.1:9/internal": (403, "not one this server allows"),  # the server's own host, another path
+            "http://10.9.8.7:8081": (403, "not one this server allows"),
+        }
+        for endpoint, (status, reason) in refused.items():
+            resp = app.post("/api/jobs", data={"question": "q", "endpoint": endpoint})
+            assert resp.status_code == status and reason in resp.json()["error"], (endpoint, resp.text)
+            assert "\n" not in resp.json()["error"]
+        for endpoint in ("http://127.0.0.1:9", "http://127.0.0.1:9/v1/", "HTTP://10.9.8.7:8080", "http://10.9.8.7:8080/v1"):
+            job = submit(app, endpoint=endpoint)
+            assert job["state"] in ("queued", "running", "failed", "done"), job
+            app.post(f"/api/jobs/{job['id']}/cancel")
+        assert app.get("/api/config").json()["allowed_endpoints"] == ["http://10.9.8.7:8080/v1"]
+    assert hits == []
+
+
+def test_serve_refuses_a_malformed_allowed_endpoint(capsys):
+    assert serve.main(["--endpoint", "http://127.0.0.1:9", "--allow-endpoint", "http://127.0.0.1:8/x?y=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("searchbox: --allow-endpoint: no query string") and err.count("\n") == 1
+
+
+def test_odd_names_and_deep_trees_are_listed_and_served(tmp_path):
+    out = tmp_path / "out"
+    run = out / "runs" / "x"
+    work = run / "work"
+    work.mkdir(parents=True)
+    (run / "run_meta.json").write_text('{"status": "complete", "stop_reason": "budget_spent"}')
+    (run / "trace.jsonl").write_text("")
+    names = {b"bad-\xff-name.md": b"not utf-8 name", b"lit\\x41eral.md": b"a backslash", "caf\u00e9.md".encode(): b"accent"}
+    for raw, body in names.items():
+        with open(os.fsencode(work) + b"/" + raw, "wb") as fh:
+            fh.write(body)
+    fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)  # 30 nested 200-character directories: deeper than PATH_MAX
+    for i in range(30):
+        name = f"{i:02d}" + "d" * 198
+        os.mkdir(name, dir_fd=fd)
+        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    leaf = os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(leaf, b"at the bottom")
+    os.close(leaf)
+    os.close(fd)
+    try:
+        with LiveApp(out, "http://127.0.0.1:9") as app:
+            resp = app.get("/api/runs/runs/x/files")
+            assert resp.status_code == 200, resp.text
+            listed = dict(resp.json()["work"])
+            assert set(listed) >= {"work/bad-\\xff-name.md", "work/lit\\x5cx41eral.md", "work/caf\u00e9.md"}, listed
+            deep = [p for p in listed if p.endswith("/deep.txt")]
+            assert len(deep) == 1 and len(deep[0]) > 4096 and deep[0].count("/") == 31
+            served = {p: app.get("/api/runs/runs/x/file", params={"path": p}).json().get("text") for p in listed}
+            assert served["work/bad-\\xff-name.md"] == "not utf-8 name" and served["work/lit\\x5cx41eral.md"] == "a backslash"
+            assert served["work/caf\u00e9.md"] == "accent" and served[deep[0]] == "at the bottom"
+    finally:
+        import shutil
+
+        shutil.rmtree(work)  # by descriptors: the tree is deeper than PATH_MAX
+
+
+def test_cross_site_post_without_origin_is_refused(tmp_path):
+    with LiveApp(tmp_path / "out", "http://127.0.0.1:9") as app:
+        for site in ("cross-site", "same-site"):  # same-site: another port on this host is another origin
+            resp = app.post("/api/jobs", data={"question": "q"}, headers={"Sec-Fetch-Site": site})
+            assert resp.status_code == 403 and "cross-site" in resp.json()["error"], site
+        assert app.get("/api/jobs").json()["jobs"] == []
+        same = app.post("/api/jobs", data={"budget": "1"}, headers={"Sec-Fetch-Site": "same-origin", "Origin": app.url})
+        plain = app.post("/api/jobs", data={"budget": "1"})  # a script, not a browser: neither header
+        assert same.status_code == plain.status_code == 400 and "question: required" in same.json()["error"]
+        assert app.get("/api/jobs", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # reads stay as they were

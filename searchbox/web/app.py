@@ -27,6 +27,7 @@ from ..dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
 from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members
 from . import runview, sweeps
+from .endpoints import EndpointNotAllowed, EndpointPolicy
 from .guard import Guard, error_page
 from .jobs import JobRunner, new_job_id
 from .scheduler import Scheduler, SchedulerError, UnknownJob
@@ -37,7 +38,6 @@ TERMINAL = ("done", "failed", "cancelled")
 POLL_S = 0.4
 MAX_QUESTION = 20_000
 TIER_LABELS = {"builtin": "Built-in tools", "high": "High tier: dataroom-aware", "low": "Low tier: embedding primitives"}
-ENDPOINT_RX = re.compile(r"https?://[^\s/?#]+(/[^\s]*)?")
 MODEL_RX = re.compile(r"[\w.:/@+-]{1,200}")
 
 
@@ -48,6 +48,7 @@ class WebSettings:
     outputs: Path
     endpoint: str  # the model endpoint jobs use (the embedded llama-server's URL, or --endpoint)
     endpoint_label: str = ""  # what the home page says about it
+    allowed_endpoints: tuple[str, ...] = ()  # other endpoints a job may name (--allow-endpoint); `endpoint` always may
     model: Optional[str] = None  # model id sent by jobs (None: the server's default)
     token: Optional[str] = None
     loopback: bool = True  # bound to loopback: refuse foreign Host headers (DNS rebinding)
@@ -69,12 +70,13 @@ class TooLarge(BadInput):
 def create_app(settings: WebSettings) -> FastAPI:
     settings.outputs = Path(settings.outputs).resolve()
     web_root = settings.outputs / "web"
+    endpoints = EndpointPolicy(settings.endpoint, settings.allowed_endpoints)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         web_root.mkdir(parents=True, exist_ok=True)
         sched = Scheduler(web_root / "jobs.sqlite", settings.slots)
-        runner = JobRunner(sched, web_root, settings.endpoint, settings.sandbox, settings.poll_s).start()
+        runner = JobRunner(sched, web_root, settings.endpoint, settings.sandbox, settings.poll_s, endpoints=endpoints).start()
         app.state.sched, app.state.runner, app.state.stopping = sched, runner, False
         try:
             yield
@@ -117,7 +119,8 @@ def create_app(settings: WebSettings) -> FastAPI:
         return handler
 
     # Starlette picks the handler of the most specific class, so SearchboxError is the fallback of the others.
-    for error, status in ((runview.NotFound, 404), (UnknownJob, 404), (SchedulerError, 409), (TooLarge, 413), (SearchboxError, 400)):
+    for error, status in ((runview.NotFound, 404), (UnknownJob, 404), (SchedulerError, 409), (TooLarge, 413), (EndpointNotAllowed, 403),
+                          (SearchboxError, 400)):
         app.add_exception_handler(error, reason_with(status))
 
     @app.exception_handler(MultiPartException)
@@ -167,7 +170,8 @@ def create_app(settings: WebSettings) -> FastAPI:
                       for t in TIERS],
             "named": [{"name": t.name, "members": tier_members(t.name), "description": t.description, "isolated": t.isolated} for t in NAMED_TIERS],
             "builtins": [s.name for s in CATALOG if s.tier == "builtin"],
-            "endpoint": settings.endpoint_label or settings.endpoint, "model": settings.model, "slots": settings.slots,
+            "endpoint": settings.endpoint_label or settings.endpoint, "allowed_endpoints": endpoints.allowed,
+            "model": settings.model, "slots": settings.slots,
             "max_upload_mb": round(settings.max_upload_bytes / 1024**2, 1), "max_budget": settings.max_budget,
         }
 
@@ -185,7 +189,7 @@ def create_app(settings: WebSettings) -> FastAPI:
     @app.post("/api/jobs", status_code=201, max_body_size=max_body)
     async def submit(request: Request):
         form = await request.form(max_files=1, max_fields=64, max_part_size=256 * 1024)
-        spec = job_spec(form, settings)
+        spec = job_spec(form, settings, endpoints)
         job_id = new_job_id()
         upload = form.get("dataroom")
         runner: JobRunner = app.state.runner
@@ -312,7 +316,7 @@ def create_app(settings: WebSettings) -> FastAPI:
 
 
 # ---- input checks --------------------------------------------------------------------------
-def job_spec(form, settings: WebSettings) -> dict:
+def job_spec(form, settings: WebSettings, endpoints: EndpointPolicy) -> dict:
     """A job's spec from the submitted form; BadInput names the first problem."""
     question = str(form.get("question") or "").strip()
     if not question:
@@ -338,8 +342,8 @@ def job_spec(form, settings: WebSettings) -> dict:
     if model and not MODEL_RX.fullmatch(model):
         raise BadInput("model: an id of letters, digits and . : / @ + - _")
     endpoint = str(form.get("endpoint") or "").strip() or None
-    if endpoint and (len(endpoint) > 500 or not ENDPOINT_RX.fullmatch(endpoint)):
-        raise BadInput("endpoint: an http(s) URL")
+    if endpoint:  # only the server's own endpoint or one its operator allowed (EndpointRefused: 400, EndpointNotAllowed: 403)
+        endpoint = endpoints.check(endpoint)
     return {"question": question, "budget": budget, "budget_unit": unit, "force_budget": force, "tools": tools,
             "tool_names": names, "model": model, "endpoint": endpoint, "dataroom": None}
 

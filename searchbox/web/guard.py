@@ -37,7 +37,7 @@ def host_name(host: str) -> str:
 
 class Guard:
     """Refuses requests without the token (when one is set), with a foreign Host on a loopback bind
-    (DNS rebinding), or a cross-site Origin on a state-changing method; adds security headers."""
+    (DNS rebinding), or a cross-site Origin or Sec-Fetch-Site on a state-changing method; adds security headers."""
 
     def __init__(self, app, token: Optional[str] = None, loopback: bool = True, max_body: Optional[int] = None):
         self.app, self.token, self.loopback, self.max_body = app, token, loopback, max_body
@@ -54,6 +54,11 @@ class Guard:
             origin = headers.get("origin")
             if origin is not None and urlsplit(origin).netloc != host:
                 return await self._refuse(send, path, 403, "refused a cross-site request")
+            # A browser names where a request came from even when it sends no Origin; another site (or another port:
+            # "same-site") is refused. Clients that are not browsers send neither header and pass as before.
+            fetch_site = headers.get("sec-fetch-site")
+            if fetch_site is not None and fetch_site.strip().lower() not in ("same-origin", "none"):
+                return await self._refuse(send, path, 403, f"refused a cross-site request (Sec-Fetch-Site: {fetch_site[:40]})")
             length = headers.get("content-length", "")
             if self.max_body is not None and length.isdigit() and int(length) > self.max_body:
                 # (a body without a length is cut off by the app's own body limit)

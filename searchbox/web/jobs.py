@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..llama import die_with_parent
+from .endpoints import EndpointPolicy
 from .scheduler import PAUSING, Job, Launch, Scheduler
 from .sweeps import last_reason
 
@@ -35,8 +36,9 @@ class JobRunner:
     """Owns the job children; a loop thread reaps exits, asks the scheduler what to launch and keeps PAUSE files in sync."""
 
     def __init__(self, sched: Scheduler, root: Path, endpoint: str, sandbox: str = "auto", poll_s: float = 0.25,
-                 python: str = sys.executable, grace_s: float = 5.0):
+                 python: str = sys.executable, grace_s: float = 5.0, endpoints: Optional[EndpointPolicy] = None):
         self.sched, self.root, self.endpoint, self.sandbox = sched, Path(root), endpoint, sandbox
+        self.endpoints = endpoints or EndpointPolicy(endpoint)
         self.poll_s, self.python, self.grace_s = poll_s, python, grace_s
         self.procs: dict[str, subprocess.Popen] = {}
         self._paused: set[str] = set()  # jobs whose PAUSE file we made
@@ -149,6 +151,10 @@ class JobRunner:
         job = launch.job
         if not _wait_until_free(self.run_dir(job.id)):
             self.sched.exited(job.id, "interrupted", "an earlier process of this run is still alive; it will be retried")
+            return
+        endpoint = job.spec.get("endpoint")
+        if endpoint and not self.endpoints.allows(endpoint):  # a job queued before a restart with a narrower allow-list
+            self.sched.exited(job.id, None, f"endpoint {str(endpoint)[:200]} is not allowed by this server (--allow-endpoint)")
             return
         self._paused.discard(job.id)
         with contextlib.suppress(FileNotFoundError):

@@ -13,7 +13,7 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import pyarrow.parquet as pq
 
@@ -26,6 +26,9 @@ PREVIEW_CHARS = 1500  # tool output preview
 FILE_CAP = 256 * 1024  # bytes of one file shown in the browser
 TREE_CAP = 3000  # files listed in the tree
 TRACE_CHUNK = 512 * 1024  # bytes of trace read per poll
+MAX_DEPTH = 256  # directory levels listed below work/ (one open descriptor each while walked)
+DIR_CAP = 20_000  # entries read from one directory for the listing
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class NotFound(SearchboxError):
@@ -195,7 +198,11 @@ def mtime(path: Path) -> float:
 
 # ---- files ---------------------------------------------------------------------------------
 def file_tree(run_dir: Path) -> dict:
-    """Regular files of the run: its artifacts, and work/ (dataroom and what the model wrote); links skipped."""
+    """Regular files of the run: its artifacts, and work/ (dataroom and what the model wrote); links skipped.
+
+    Paths are listed as `shown` spells them (any name the box allowed, escaped where it is not UTF-8), and work/ is
+    walked one directory descriptor at a time, so a tree deeper than PATH_MAX is listed too (to MAX_DEPTH levels).
+    """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return {"artifacts": [], "work": [], "truncated": False}
@@ -203,15 +210,114 @@ def file_tree(run_dir: Path) -> dict:
     for rel in sorted(_top_files(run_dir)):
         st = safefs.lstat(run_dir, rel)
         if st is not None and stat.S_ISREG(st.st_mode):
-            artifacts.append([rel, st.st_size])
+            artifacts.append([shown(rel), st.st_size])
     work: list[list] = []
     truncated = False
     st = safefs.lstat(run_dir, "work")
     if st is not None and stat.S_ISDIR(st.st_mode):
-        files = safefs.walk_files(run_dir / "work", cap_files=TREE_CAP + 1)
-        truncated = len(files) > TREE_CAP
-        work = [[f"work/{rel}", size] for rel, size in files[:TREE_CAP]]
+        files, truncated = walk_files(run_dir / "work", TREE_CAP)
+        work = [[f"work/{shown(rel)}", size] for rel, size in files]
     return {"artifacts": artifacts, "work": work, "truncated": truncated}
+
+
+def walk_files(root: Path, cap_files: int) -> tuple[list[tuple[str, int]], bool]:
+    """(relative path, size) of the regular files under root, depth first, names sorted; links and special files
+    skipped; and whether the listing stopped short (cap_files, MAX_DEPTH or DIR_CAP reached).
+
+    Every step is relative to an open directory descriptor (O_NOFOLLOW), so neither the length of a path nor a
+    link swapped in on the way matters; at most MAX_DEPTH descriptors are open at once.
+    """
+    out: list[tuple[str, int]] = []
+    truncated = False
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return out, False
+    frames: list[tuple[int, str, Iterator[str]]] = []
+    try:
+        names, cut = _names(top)
+        frames.append((top, "", iter(names)))
+        truncated |= cut
+        while frames:
+            fd, prefix, names_left = frames[-1]
+            name = next(names_left, None)
+            if name is None:
+                os.close(fd)
+                frames.pop()
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                if len(out) >= cap_files:
+                    truncated = True
+                    break
+                out.append((prefix + name, st.st_size))
+            elif stat.S_ISDIR(st.st_mode):
+                if len(frames) >= MAX_DEPTH:
+                    truncated = True
+                    continue
+                try:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue
+                try:
+                    names, cut = _names(sub)
+                except OSError:
+                    os.close(sub)
+                    continue
+                truncated |= cut
+                frames.append((sub, f"{prefix}{name}/", iter(names)))
+    finally:
+        for fd, _, _ in frames:
+            os.close(fd)
+    return out, truncated
+
+
+def _names(fd: int) -> tuple[list[str], bool]:
+    """The sorted entry names of an open directory (at most DIR_CAP of them), and whether there were more."""
+    names: list[str] = []
+    with os.scandir(fd) as it:
+        for entry in it:
+            if len(names) >= DIR_CAP:
+                return sorted(names), True
+            names.append(entry.name)
+    return sorted(names), False
+
+
+def shown(rel: str) -> str:
+    """A path as the API lists it: itself when valid UTF-8 without a backslash; otherwise every byte that is not
+    UTF-8, and every backslash, as `\\xNN`, so any name the box allowed can be listed as JSON and asked for again."""
+    raw = rel.encode("utf-8", errors="surrogateescape" if _escaped_only(rel) else "surrogatepass")
+    try:
+        text = raw.decode("utf-8")
+        if "\\" not in text:
+            return text
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="surrogateescape")
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else "\\x5c" if c == "\\" else c for c in text)
+
+
+def real_name(path: str) -> str:
+    """The path `shown` listed, as the file system spells it (its `\\xNN` escapes undone)."""
+    if "\\" not in path and _escaped_only(path):
+        return path
+    out, i = bytearray(), 0
+    while i < len(path):
+        hexpart = path[i + 2:i + 4]
+        if path.startswith("\\x", i) and len(hexpart) == 2 and all(c in "0123456789abcdefABCDEF" for c in hexpart):
+            out.append(int(hexpart, 16))
+            i += 4
+        else:
+            out += path[i].encode("utf-8", errors="surrogatepass")
+            i += 1
+    return os.fsdecode(bytes(out))
+
+
+def _escaped_only(text: str) -> bool:
+    """No surrogate in text but the file system's own escapes of undecodable bytes (U+DC80..U+DCFF)."""
+    return not any("\ud800" <= c <= "\udfff" and not "\udc80" <= c <= "\udcff" for c in text)
 
 
 def _top_files(run_dir: Path) -> list[str]:
@@ -230,14 +336,14 @@ def _top_files(run_dir: Path) -> list[str]:
 def read_file(run_dir: Path, rel: str) -> dict:
     """One file of the run for the viewer: text (capped) or a note that it is binary. Links and escapes refused."""
     try:
-        parts = safefs.parts_of(rel)
+        parts = safefs.parts_of(real_name(rel))
     except safefs.UnsafePath as exc:
-        raise NotFound(str(exc)) from exc
+        raise NotFound(shown(str(exc))) from exc
     if not parts:
         raise NotFound("no file given")
     data = safefs.read_bytes(Path(run_dir), "/".join(parts), cap=FILE_CAP + 1)
     if data is None:
-        raise NotFound(f"{rel}: no such regular file (links and special files are not shown)")
+        raise NotFound(f"{shown(rel)}: no such regular file (links and special files are not shown)")
     st = safefs.lstat(Path(run_dir), "/".join(parts))
     size = st.st_size if st else len(data)
     if b"\x00" in data[:8192] or rel.endswith(".parquet"):
