@@ -1,7 +1,14 @@
-"""Regrade finished runs from their artifacts and rewrite the sweep tables, without rerunning anything.
+"""Regrade finished runs from their artifacts and rewrite the sweep tables, without rerunning anything; or grade one answer.
 
     python -m searchbox.grade SWEEP_DIR... [--questions Q.jsonl] [--dry-run]
                               [grading.judge=true grading.judge_endpoint=URL grading.judge_model=ID]
+    python -m searchbox.grade check --gold G [--alias A ...] (--answer TEXT | --answer - | --answer-file PATH)
+                                    [--question Q] [--json]
+
+`check` prints every grade of one answer (the text of an ANSWER.md) against a gold and its aliases, with
+what `correct` read and why it says what it says; `--json` prints one JSON object instead. It exits 0
+whatever the grade and 2, with one line, on bad input (no or empty gold, no or empty answer, an
+unreadable answer file).
 
 Gold answers come from --questions when given, else from the question file each run recorded
 (`questions_path`, matched by question id and text), else from the gold recorded in run_meta
@@ -13,6 +20,7 @@ model id its endpoint serves (/v1/models).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -21,10 +29,13 @@ from typing import Optional
 
 from .collect import collect, run_dirs, write
 from .errors import SearchboxError, cli
-from .grading import Judge, Question, grade, load_questions
+from .grading import GRADER_VERSION, Judge, Question, grade, grade_text, graded_part, load_questions, verdict
 from .record import read_meta, update_grades
 
-COMPARED = ("exact_match", "f1", "contains", "judge", "evidence_recall")  # what a change report shows
+COMPARED = ("correct", "exact_match", "f1", "contains", "judge", "evidence_recall")  # what a change report shows
+MEANING = {"correct": "the answer line asserts the gold and nothing contradicting it (the primary grade)",
+           "contains": "the gold occurs somewhere in the answer part (the lenient grade)",
+           "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
 OVERRIDES = {"judge", "judge_endpoint", "judge_model"}
 
 
@@ -104,18 +115,88 @@ def regrade(dirs: list[Path], gold: GoldSource, judge: Optional[Judge] = None, d
     return changes
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one-line SearchboxErrors (exit 2 through errors.cli), not usage dumps."""
+
+    def error(self, message: str):
+        raise SearchboxError(f"{self.prog}: {message}")
+
+
+def _answer_text(args: argparse.Namespace) -> str:
+    if args.answer is not None and args.answer_file is not None:
+        raise SearchboxError("give the answer once: --answer TEXT, --answer - (stdin) or --answer-file PATH")
+    if args.answer_file is not None:
+        try:
+            text = Path(args.answer_file).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SearchboxError(f"cannot read the answer file {args.answer_file}: {exc.__class__.__name__}: {exc}".splitlines()[0]) from exc
+    elif args.answer == "-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SearchboxError(f"cannot read the answer from stdin: {exc}".splitlines()[0]) from exc
+    elif args.answer is not None:
+        text = args.answer
+    else:
+        raise SearchboxError("check needs the answer: --answer TEXT, --answer - (stdin) or --answer-file PATH")
+    if not text.strip():
+        raise SearchboxError("the answer is empty: nothing to grade")
+    return text
+
+
+def check(argv: list[str]) -> int:
+    """`python -m searchbox.grade check`: every grade of one answer against a gold (see the module docstring)."""
+    parser = _Parser(prog="python -m searchbox.grade check", description="Grade one answer against a gold answer and its aliases.")
+    parser.add_argument("--gold", help="the gold answer")
+    parser.add_argument("--alias", action="append", default=[], help="another accepted form of the gold (repeatable)")
+    parser.add_argument("--answer", help="the answer text (an ANSWER.md's content); - reads it from stdin")
+    parser.add_argument("--answer-file", help="read the answer from this file")
+    parser.add_argument("--question", default="", help="the question (what it already says is no competing claim)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.gold is None or not args.gold.strip():
+        raise SearchboxError("check needs a non-empty --gold (the gold answer)")
+    if any(not a.strip() for a in args.alias):
+        raise SearchboxError("an --alias is empty")
+    answer = _answer_text(args)
+    question = Question("check", args.question, args.gold, list(args.alias))
+    grades = grade_text(answer, question)
+    part = graded_part(answer, question)
+    why = verdict(part.claim, question.golds, question.question)
+    out = {"correct": grades["correct"], "contains": grades["contains"], "exact_match": grades["exact_match"], "f1": grades["f1"],
+           "correct_reason": why.reason, "asserted": why.asserted, "offered": why.offered, "denied": why.denied,
+           "contradicting": why.contradicting, "answer_line": part.line, "claim": part.claim, "answer_part": part.part,
+           "golds": question.golds, "grader_version": GRADER_VERSION}
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    for name in ("correct", "contains", "exact_match", "f1"):
+        value = out[name]
+        print(f"{name:<12} {'' if value is None else f'{value:.3f}':<6} {MEANING[name]}")
+    print(f"why correct: {why.reason}")
+    for label in ("asserted", "offered", "denied", "contradicting"):
+        if out[label]:
+            print(f"  {label}: " + "; ".join(out[label]))
+    print(f"claim read: {part.claim!r}")
+    return 0
+
+
 @cli
 def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["check"]:
+        return check(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m searchbox.grade", description=__doc__.splitlines()[0],
                                      epilog="Overrides: grading.judge=true grading.judge_endpoint=URL grading.judge_model=ID "
-                                            "(or --judge --judge-endpoint URL --judge-model ID)")
+                                            "(or --judge --judge-endpoint URL --judge-model ID). "
+                                            "Grade one answer: python -m searchbox.grade check --help")
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep directories (or single run directories)")
     parser.add_argument("--questions", type=Path, default=None, help="question file whose gold answers win (matched by id and question text)")
     parser.add_argument("--judge", action="store_true", default=None, help="also grade with the LLM judge")
     parser.add_argument("--judge-endpoint", default=None, help="OpenAI-compatible judge URL (default: $LLAMA_URL)")
     parser.add_argument("--judge-model", default=None, help="judge model id (needed when the endpoint serves several)")
     parser.add_argument("--dry-run", action="store_true", help="report what would change, write nothing")
-    rest, overrides = split_overrides(list(sys.argv[1:] if argv is None else argv))
+    rest, overrides = split_overrides(argv)
     args = parser.parse_args(rest)
     use_judge = args.judge if args.judge is not None else _truthy(overrides.get("judge", "false"))
     endpoint = args.judge_endpoint or overrides.get("judge_endpoint") or os.environ.get("LLAMA_URL")

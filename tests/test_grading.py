@@ -346,3 +346,69 @@ def test_grade_a_real_run(tmp_path):
     assert g["evidence_recall"] == 1.0 and g["evidence_tools"] == "grep" and g["evidence_first_turn"] == 1
     g3 = grade(rd, load_questions(QUESTIONS, ids=["nw03"])[0])  # staff.md was read too: its evidence arrived by read
     assert g3["evidence_recall"] == 1.0 and g3["evidence_tools"] == "read" and g3["contains"] == 0.0
+
+
+# ---- python -m searchbox.grade check -----------------------------------------------------------------
+def test_check_prints_every_grade(capsys):
+    assert grade_cli.main(["check", "--gold", "Scott Martens", "--answer", "Han Xiao? No - the author is Scott A. Martens"]) == 0
+    out = capsys.readouterr().out
+    for name in ("correct", "contains", "exact_match", "f1"):
+        assert out.count(f"\n{name} ") + out.startswith(name) == 1, out
+    assert "denied: Han Xiao" in out and "asserts 'Scott Martens'" in out
+
+
+def test_check_json(capsys):
+    assert grade_cli.main(["check", "--gold", "Han Xiao", "--answer", "Han Xiao, Scott Martens", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["correct"], got["contains"], got["exact_match"]) == (0.0, 1.0, 0.0) and got["f1"] == pytest.approx(2 / 3)
+    assert got["contradicting"] == ["Scott Martens"] and got["grader_version"] == GRADER_VERSION
+    assert grade_cli.main(["check", "--gold", "38.4 metres", "--alias", "38.4 m", "--answer", "38.40 m", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["correct"] == 1.0
+
+
+def test_check_reads_stdin_and_files(tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("It is not Apache 2.0; it is CC BY-NC 4.0".encode())))
+    assert grade_cli.main(["check", "--gold", "CC-BY-NC-4.0", "--answer", "-", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["correct"] == 1.0
+    f = tmp_path / "ANSWER.md"
+    f.write_text("**Answer:** 2024-04-16T16:19:47.000+02:00\n\nSources: post.md\n")
+    assert grade_cli.main(["check", "--gold", "2024-04-16", "--answer-file", str(f), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["correct"] == got["contains"] == got["exact_match"] == 1.0 and got["answer_part"] == "before_sources"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--answer", "x"], "--gold"),
+    (["--gold", "", "--answer", "x"], "--gold"),
+    (["--gold", "x"], "needs the answer"),
+    (["--gold", "x", "--answer", "   "], "empty"),
+    (["--gold", "x", "--alias", "", "--answer", "x"], "--alias is empty"),
+    (["--gold", "x", "--answer-file", "/nonexistent/answer.md"], "cannot read"),
+    (["--gold", "x", "--answer", "x", "--answer-file", "y"], "once"),
+    (["--gold", "x", "--answer", "x", "--bogus"], "unrecognized"),
+])
+def test_check_bad_input_is_one_line(capsys, argv, message):
+    assert grade_cli.main(["check", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_check_unreadable_file(tmp_path, capsys):
+    f = tmp_path / "latin1.md"
+    f.write_bytes("Z\xfcrich".encode("latin-1"))
+    assert grade_cli.main(["check", "--gold", "x", "--answer-file", str(f)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_check_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "searchbox.grade", "check", "--gold", "8K", "--answer", "8,192 tokens", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["correct"] == 1.0
+    proc = subprocess.run([sys.executable, "-m", "searchbox.grade", "check", "--answer", "x"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
