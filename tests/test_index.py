@@ -368,3 +368,86 @@ def test_gold_recall_is_not_hit_rate():
     gold = [["a.md", "c.md"], ["b.md"]]
     m = gold_metrics(found, gold, (5,))
     assert m["hit@5"] == 1.0 and m["recall@5"] == 0.75
+
+
+# ---- readers isolated from writers, corrupt BM25 (issue 20) ------------------------------------------------------------
+READER = r"""
+import json, random, sys, time
+from pathlib import Path
+from searchbox.errors import SearchboxError
+from searchbox.index.store import Index
+from searchbox.retrieval.cache import CachedEncoder
+from searchbox.retrieval.embedder import HashEmbedder
+
+folder, stop, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+emb = CachedEncoder(HashEmbedder(64), None)
+done, failed = 0, []
+while done < n and not stop.exists():
+    try:
+        idx = Index.open(folder)
+        time.sleep(random.random() * 0.02)  # a writer may commit and collect in between: the lazy loads come after
+        hits = idx.bm25_top("gannet rock tower keeper", 5) + idx.dense_top(emb.encode(["fog signal"], "query")[0], 5)
+        texts = [idx.chunk(r).text for r, _ in hits]
+        assert idx.files and texts, "no hits"
+        idx.close()
+    except Exception as exc:  # anything at all is a failed search
+        failed.append(f"{type(exc).__name__}: {exc}")
+    done += 1
+print(json.dumps({"done": done, "failed": failed}))
+"""
+
+WRITER = r"""
+import sys, time
+from pathlib import Path
+from searchbox.index.build import refresh
+from searchbox.retrieval.cache import CachedEncoder
+from searchbox.retrieval.embedder import HashEmbedder
+
+folder, src, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+enc = CachedEncoder(HashEmbedder(64), None)
+for i in range(rounds):
+    (src / f"note-{i % 3}.md").write_text(f"Round {i}: the gannet rock keeper logged fog {i} times.\n" * 5)
+    refresh(folder, enc, compact=(i % 2 == 0))  # every other round compacts: all old segments become garbage
+print("writer done")
+"""
+
+
+def test_searches_during_refresh_and_compaction_see_one_whole_generation(tmp_path, corpus_dir):
+    folder, stop = tmp_path / "ix", tmp_path / "stop"
+    _build(corpus_dir, folder)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(folder), str(stop), "400"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    writer = subprocess.run([sys.executable, "-c", WRITER, str(folder), str(corpus_dir), "12"], capture_output=True, text=True,
+                            env=env, timeout=600)
+    stop.write_text("")
+    results = []
+    for p in readers:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert writer.returncode == 0, writer.stderr
+    assert sum(r["done"] for r in results) >= 30
+    assert [f for r in results for f in r["failed"]] == []
+    # Once the readers are gone, the next write collects every generation they held.
+    refresh(folder, CachedEncoder(HashEmbedder(64), None), compact=True)
+    idx = Index.open(folder)
+    assert healthy(doctor(folder))
+    names = {p.name for p in folder.iterdir()}
+    gen = idx.state["generation"]
+    assert {n for n in names if n.startswith("g")} == {f"g{gen:06d}.{s}" for s in ("files.json", "live.npy", "bm25", "pin", "state.json")}
+    assert len([n for n in names if n.startswith("s") and n.endswith(".vec.npy")]) == 1
+    idx.close()
+
+
+@pytest.mark.parametrize("damage", ["vocab.index.json", "params.index.json", "data.csc.index.npy", "indices.csc.index.npy"])
+def test_corrupt_bm25_is_one_line(tmp_path, corpus_dir, capsys, damage):
+    folder = tmp_path / "ix"
+    assert _cli(capsys, "build", corpus_dir, "--index", folder, "--embedder", "hash")[0] == 0
+    target = next(folder.glob("g*.bm25")) / damage
+    target.write_bytes(b"garbage{{{" if damage.endswith(".json") else target.read_bytes()[:40] + b"\xff" * 64)
+    assert not healthy(doctor(folder))
+    for retriever in ("bm25", "hybrid"):
+        code, out, err = _cli(capsys, "search", "Gannet Rock", "--index", folder, "--retriever", retriever)
+        assert code == 2 and out == "" and err.startswith("searchbox: index ") and "doctor" in err, err
+        assert len(err.strip().splitlines()) == 1

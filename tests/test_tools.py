@@ -205,7 +205,7 @@ def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
         sandbox.probe_failure.cache_clear()
 
 
-BOX_MODULES = ("errors.py", "config.py", "tools/context.py", "tools/sandbox.py", "tools/seccomp.py")  # what the box needs (a normal user's python has no jsonschema)
+BOX_MODULES = ("errors.py", "config.py", "safefs.py", "tools/context.py", "tools/sandbox.py", "tools/seccomp.py", "tools/boxwork.py")  # what the box needs (a normal user's python has no jsonschema)
 
 
 def _python_for(uid: int) -> str | None:
@@ -249,6 +249,9 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
             "cat ../../secret.txt 2>&1 | grep -c SECRET; unshare -U -r true 2>&1 | grep -c Operation.not.permitted; "
             "grep Seccomp: /proc/self/status; :(){ :|:& };: ; sleep 1; ls /proc | grep -c [0-9]', w, [w / 'dataroom'], 'bwrap', 8, 100000)\n"
             "print(r.output)\n"
+            "q = s.run_shell('df -P . | tail -1 | cut -d\" \" -f1; head -c 40M /dev/zero > big; for i in $(seq 300); do : > f$i; done 2>/dev/null', "
+            "w, [w / 'dataroom'], 'bwrap', 20, 100000, s.Limits(work_bytes=16 << 20, work_files=100))\n"
+            "print('QUOTA', q.output.split()[0], bool(q.full))\n"
         )
         proc = subprocess.run(["setpriv", "--reuid=12345", "--regid=12345", "--clear-groups", python, "-c", code],
                               env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "pkg")}, cwd=root, capture_output=True, text=True, timeout=120)
@@ -256,6 +259,8 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
         lines = proc.stdout.splitlines()
         assert lines[:6] == ["65534", "hello", "1", "0", "1", "Seccomp:\t2"], proc.stdout[-2000:]
         assert (work / "mine.txt").read_text() == "hi\n"
+        assert lines[-1] == "QUOTA searchbox-work True", proc.stdout[-2000:]  # work/ was the sized tmpfs, and it filled
+        assert (work / "big").stat().st_size <= 16 << 20 and len(list(work.glob("f*"))) < 100
         survivors = subprocess.run(["ps", "-o", "stat=", "-u", "12345"], capture_output=True, text=True).stdout.split()
         survivors = [s for s in survivors if not s.startswith("Z")]  # a zombie is dead, only not yet reaped
         assert survivors == []
@@ -357,3 +362,76 @@ def test_a_delivered_result_shows_programs_only_what_the_model_saw(tmp_path, mon
     out = call(ts, "ls", path=".")
     assert out.delivered == "results/1-ls.txt" and out.data == {"delivered": "results/1-ls.txt", "chars": len("secret listing")}
     assert "gold.md" not in json.dumps(out.data) and "secret listing" not in out.output
+
+
+# ---- anything the model sends is the model's: checked before any tool runs -------------------------
+def _leaves(schema):
+    if schema.get("type") == "object":
+        for sub in schema["properties"].values():
+            yield from _leaves(sub)
+    elif schema.get("type") == "array":
+        yield schema
+        yield from _leaves(schema["items"])
+    else:
+        yield schema
+
+
+def test_every_catalog_argument_is_bounded():
+    """The catalog is the one source of the bounds (the constrained-JSON grammar derives from it): no open-ended value."""
+    for spec in CATALOG:
+        for leaf in _leaves(spec.parameters):
+            kind = leaf.get("type")
+            if kind == "string":
+                assert "maxLength" in leaf, (spec.name, leaf)
+            elif kind == "array":
+                assert "maxItems" in leaf, (spec.name, leaf)
+            elif kind in ("integer", "number"):
+                assert "maximum" in leaf and "minimum" in leaf, (spec.name, leaf)
+            else:
+                assert kind == "boolean" or "enum" in leaf, (spec.name, leaf)
+
+
+@pytest.mark.parametrize("name, arguments, needle", [
+    ("read", '{"path": "a.md", "offset": 2.0}', "is not of type 'integer'"),
+    ("read", '{"path": "a.md", "limit": 1e999}', "not a finite number"),
+    ("bash", '{"command": "echo", "timeout": NaN}', "NaN is not a number JSON allows"),
+    ("bash", '{"command": "echo", "timeout": Infinity}', "Infinity is not a number JSON allows"),
+    ("bash", '{"command": "echo a\\u0000b"}', "command: contains a NUL character"),
+    ("write", '{"path": "a.md", "content": "\\ud83d"}', "content: not valid Unicode"),
+    ("write", '{"path": "a.md", "content": "x", "\\ud83d": 1}', "not valid Unicode"),
+    ("ls", '{"path": ' + "[" * 20 + "]" * 20 + "}", "nested too deep"),
+    ("ls", '{"path": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
+    ("ls", "[1, 2]", "must be a JSON object"),
+    ("ls", '{"path": "' + "a" * 5000 + '"}', "path: 5000 characters, more than the 4096 allowed"),
+    ("find", '{"pattern": "*", "extra": 1}', "Additional properties"),
+    ("ls", '{"path": 5}', "is not of type 'string'"),
+])
+def test_arguments_outside_the_schema_are_malformed_calls(toolset, name, arguments, needle):
+    out = toolset.call(name, arguments)
+    assert not out.ok and out.malformed and needle in out.error, out.error
+    assert out.output.startswith("Error:") and len(out.error) < 2000
+
+
+def test_a_call_the_model_cannot_make_is_malformed_but_a_refusal_is_not(toolset):
+    assert toolset.call("teleport", "{}").malformed
+    assert toolset.call(5, "{}").malformed and toolset.call(5, "{}").tool == "5"
+    refused = call(toolset, "read", path="../../etc/passwd")
+    assert not refused.ok and not refused.malformed  # a well-formed request the tool declines: an answer, not a malformed call
+    assert call(toolset, "ls", path="dataroom").malformed is False
+
+
+def test_invalid_call_found_by_a_tool_later_is_malformed(toolset, monkeypatch):
+    from searchbox.tools import InvalidCall, builtins
+
+    def refuse(ctx, command, timeout=None):
+        raise InvalidCall("the command is too long for exec")
+
+    monkeypatch.setattr(builtins, "bash", refuse)
+    out = call(toolset, "bash", command="echo hi")
+    assert not out.ok and out.malformed and "too long for exec" in out.output
+
+
+def test_arguments_a_server_sent_parsed_are_checked_the_same(toolset):
+    out = toolset.call("read", {"path": "dataroom/reports/gannet-rock-survey.md", "offset": 2})
+    assert out.ok and json.loads(out.arguments)["offset"] == 2
+    assert toolset.call("read", {"path": "dataroom/README.md", "offset": 2.0}).malformed

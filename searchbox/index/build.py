@@ -24,7 +24,7 @@ from ..retrieval.lexical import BM25Index
 from . import ann as ann_mod
 from .source import Chunking, content_hash, iter_folder, source_folder, source_kind
 from .segment import Encoder, Progress, SegmentWriter, save_npy, write_bytes
-from .store import FORMAT, LOCK, STATE, Index, IndexMissing, describe, read_state
+from .store import FORMAT, LOCK, STATE, Index, IndexMissing, describe, generation_state_name, pin_name, read_state
 
 @dataclass
 class Report:
@@ -71,8 +71,16 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _commit(folder: Path, staging: Path, state: dict) -> None:
-    """Move the staged files in, replace state.json (the commit), then drop what no state references."""
+def _commit(folder: Path, staging: Path, state: dict, reading: Optional[Index] = None) -> None:
+    """Move the staged files in, replace state.json (the commit), then drop what no state a reader holds references.
+
+    The generation comes with its pin file and a copy of its state (what a later writer reads to know which files
+    its readers still need). `reading`, the writer's own view of the previous generation, is closed after the
+    commit so that it does not hold that generation back."""
+    state["pins"] = 1  # readers of this index pin their generation (store.pin)
+    gen = int(state["generation"])
+    write_bytes(staging / generation_state_name(gen), json.dumps(state, indent=1).encode())
+    write_bytes(staging / pin_name(gen), b"")
     for entry in sorted(staging.iterdir()):
         target = folder / entry.name
         if target.is_dir():  # left by a writer that died between moving files and committing
@@ -81,11 +89,14 @@ def _commit(folder: Path, staging: Path, state: dict) -> None:
     _fsync_dir(folder)
     atomic_write(folder / STATE, json.dumps(state, indent=1))
     _fsync_dir(folder)
+    if reading is not None:
+        reading.close()
     _collect_garbage(folder, state)
 
 
 def referenced(state: dict) -> set[str]:
-    names = {STATE, LOCK}
+    gen = int(state.get("generation", 0))
+    names = {STATE, LOCK, pin_name(gen), generation_state_name(gen)}
     for seg in state["segments"]:
         names.update(rec["name"] for rec in seg["files"].values())
     for key in ("files", "live", "bm25", "ann"):
@@ -95,14 +106,42 @@ def referenced(state: dict) -> set[str]:
 
 
 def _collect_garbage(folder: Path, state: dict) -> None:
-    """Remove files of older generations and dead writers' staging folders (the lock is held).
-    Readers that still map a removed file keep it alive until they close it."""
+    """Remove what no live generation references: older generations no reader pins, dead writers' staging folders
+    (the writer lock is held). A generation some reader pins keeps every file its state names, until a later write.
+
+    Each older generation's pin is taken exclusively (without waiting) before anything is removed and unlinked
+    last, so a reader either holds it first (and the generation stays) or finds it gone and reads state.json again."""
     keep = referenced(state)
-    for entry in folder.iterdir():
-        if entry.name in keep:
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    doomed: list[tuple[Path, int]] = []
+    try:
+        for path in sorted(folder.glob("g*.pin")):
+            if path.name in keep:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a reader holds this generation: keep what it names
+                os.close(fd)
+                try:
+                    keep |= referenced(json.loads((folder / generation_state_name(int(path.name[1:-len('.pin')]))).read_text()))
+                except (OSError, ValueError, KeyError, TypeError):
+                    return  # which files it needs is unknown: remove nothing this time
+                continue
+            doomed.append((path, fd))
+        gone = {p.name for p, _ in doomed}
+        for entry in folder.iterdir():
+            if entry.name in keep or entry.name in gone:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        for path, _ in doomed:
+            path.unlink(missing_ok=True)
+    finally:
+        for _, fd in doomed:
+            os.close(fd)
 
 
 def _staging(folder: Path) -> Path:
@@ -293,6 +332,7 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
                 report.status = "up to date"
                 report.generation, report.files, report.chunks = state["generation"], len(files), idx.live_rows
                 if compact:
+                    idx.close()  # its pin would keep the generation being compacted away
                     return _compact_locked(folder, start)
                 return report
             seg, dim = writer.finish(encoder, idx.dim or None, progress)
@@ -306,7 +346,7 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
                 ann_rec = _update_ann(idx, staging, gen, live, seg, dim, writer)
             src_rec = {"path": str(src.resolve()), "kind": source_kind(src), "content_sha256": content_hash(entries)}
             new_state = _state(src_rec, state["embedder"], chunking, dim or idx.dim, gen, segments, tables, ann_rec, files)
-            _commit(folder, staging, new_state)
+            _commit(folder, staging, new_state, reading=idx)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         idx.close()
@@ -377,7 +417,7 @@ def _compact_locked(folder: Path, start: float) -> Report:
             ann_rec = _build_ann(staging, gen, [(np.arange(seg["rows"]), vecs)], dim, params)
         new_state = _state(state["source"], state["embedder"], Chunking(state["chunking"]["chunk_chars"], state["chunking"]["chunk_overlap"]),
                            dim, gen, [seg] if seg["rows"] else [], tables, ann_rec, files)
-        _commit(folder, staging, new_state)
+        _commit(folder, staging, new_state, reading=idx)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         idx.close()
@@ -399,7 +439,7 @@ def add_ann(folder: Path, params: Optional[ann_mod.AnnParams] = None) -> Report:
             live = idx.live if idx.live is not None else np.ones(idx.rows, dtype=bool)
             state["ann"] = _build_ann(staging, gen, _live_batches(idx, live), idx.dim, params or ann_mod.AnnParams()) if idx.live_rows else None
             state["generation"] = gen
-            _commit(folder, staging, state)
+            _commit(folder, staging, state, reading=idx)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             idx.close()

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import SearchboxError
 from .encoders import identity_of
 from .source import iter_folder, source_folder
-from .store import MANIFEST_DTYPE, read_state, sha256_file
+from .store import MANIFEST_DTYPE, pinned_state, sha256_file
 
 
 @dataclass
@@ -25,12 +25,20 @@ class Finding:
 
 
 def doctor(folder: Path, check_source: bool = True) -> list[Finding]:
-    """Findings, worst first; any `error` means search refuses the index or would serve wrong results."""
+    """Findings, worst first; any `error` means search refuses the index or would serve wrong results.
+    The generation checked is pinned meanwhile, so a refresh running at the same time cannot pass for damage."""
     folder = Path(folder)
     try:
-        state = read_state(folder)
+        state, held = pinned_state(folder)
     except SearchboxError as exc:
         return [Finding("error", str(exc), f"python -m searchbox.index build SOURCE --index {folder}")]
+    try:
+        return _check(folder, state, check_source)
+    finally:
+        held.release()
+
+
+def _check(folder: Path, state: dict, check_source: bool) -> list[Finding]:
     src = state.get("source", {}).get("path", "SOURCE")
     rebuild = f"python -m searchbox.index build {src} --index {folder} --force (an index under the runs' index root can simply be deleted: the next run rebuilds it)"
     out: list[Finding] = []
@@ -110,8 +118,8 @@ def doctor(folder: Path, check_source: bool = True) -> list[Finding]:
         try:
             bm = load_bm25(folder / state["bm25"]["name"], int(state["bm25"]["docs"]))
             n_docs = int(bm.retriever.scores["num_docs"]) if bm.n else 0
-        except (OSError, ValueError, KeyError) as exc:
-            err(f"{state['bm25']['name']} unreadable ({exc})")
+        except Exception as exc:  # garbage in a BM25 file fails bm25s in many ways; each is this finding
+            err(f"{state['bm25']['name']} unreadable ({type(exc).__name__}: {str(exc)[:200]})")
         else:
             if n_docs != int(expected_live.sum()):
                 err(f"BM25 holds {n_docs} documents for {int(expected_live.sum())} live rows")

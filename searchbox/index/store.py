@@ -12,14 +12,20 @@ Layout of an index folder:
     g000003.live.npy             bool [all rows]: rows of superseded (changed or deleted) files are False
     g000003.bm25/                bm25s over the live rows, in row order
     g000003.usearch              optional ANN graph (usearch) keyed by row
+    g000003.state.json           the generation's state (what its readers use), kept while it lives
+    g000003.pin                  readers of generation 3 hold a shared flock on it while they read
     .lock                        held (flock) by the one process writing
 
 Segments never change once written; a refresh appends a delta segment and a new generation of the
-small tables, then replaces state.json; files no state references are removed afterwards.
+small tables, then replaces state.json. Readers never see a generation change under them: a reader
+pins the generation it opened (a shared flock on its pin file) until it closes, and a writer removes
+an older generation's files only once it holds that pin exclusively (no reader left), then unlinks the
+pin; a reader that pins a generation whose pin was unlinked (or is gone) reads state.json again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import mmap
@@ -47,6 +53,54 @@ class IndexCorrupt(BackendError):
 
 class IndexMissing(BackendError):
     """No committed index in the folder."""
+
+
+def pin_name(generation: int) -> str:
+    return f"g{int(generation):06d}.pin"
+
+
+def generation_state_name(generation: int) -> str:
+    return f"g{int(generation):06d}.state.json"
+
+
+class Pin:
+    """A reader's hold on one generation (a shared flock on its pin file): its files stay until released."""
+
+    def __init__(self, fd: Optional[int]):
+        self.fd = fd  # None: an index written before pins (nothing to hold)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+def pin(folder: Path, state: dict) -> Optional[Pin]:
+    """Hold the generation `state` names; None when a writer has removed it meanwhile (read state.json again)."""
+    try:
+        fd = os.open(Path(folder) / pin_name(state.get("generation", 0)), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None if state.get("pins") else Pin(None)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a writer is removing this generation
+        if os.fstat(fd).st_nlink == 0:  # it was: its files are gone
+            os.close(fd)
+            return None
+    except OSError:
+        os.close(fd)
+        raise
+    return Pin(fd)
+
+
+def pinned_state(folder: Path, attempts: int = 20) -> tuple[dict, Pin]:
+    """The committed state and a pin on its generation (for readers that read the files themselves, e.g. doctor)."""
+    for _ in range(attempts):
+        state = read_state(folder)
+        held = pin(folder, state)
+        if held is not None:
+            return state, held
+        time.sleep(0.01)
+    raise _damaged(Path(folder), "its generation kept changing while being opened")
 
 
 def describe(path: Path) -> dict:
@@ -155,25 +209,37 @@ class Index:
         self._bm25 = None
         self._bm25_rows: Optional[np.ndarray] = None
         self._ann = None
+        self._pin: Optional[Pin] = None  # held until close(): no writer removes this generation's files meanwhile
 
     # ---- opening --------------------------------------------------------------------------
     @classmethod
-    def open(cls, folder: Path, attempts: int = 3) -> "Index":
-        """Open the committed generation; a damaged index raises IndexCorrupt naming the file."""
+    def open(cls, folder: Path, attempts: int = 20) -> "Index":
+        """Open the committed generation and pin it until close(); a damaged index raises IndexCorrupt naming the file."""
         folder = Path(folder)
         for attempt in range(attempts):
             state = read_state(folder)
+            held = pin(folder, state)
+            if held is None:  # a writer committed a newer generation and removed this one: read the state again
+                time.sleep(0.01)
+                continue
             try:
-                return cls._open_state(folder, state)
+                idx = cls._open_state(folder, state)
             except FileNotFoundError as exc:
-                # A writer may have committed a new generation and removed this one's files
-                # between our read of state.json and the opens: read the state again.
+                held.release()
+                # (an index written before pins) a writer may have removed this generation's files between
+                # our read of state.json and the opens: read the state again.
                 if read_state(folder).get("generation") != state.get("generation") and attempt + 1 < attempts:
                     time.sleep(0.01)
                     continue
                 raise _damaged(folder, f"{Path(exc.filename).name if exc.filename else 'a file'} is missing") from exc
             except (ValueError, OSError, KeyError, TypeError) as exc:
+                held.release()
                 raise _damaged(folder, f"{type(exc).__name__}: {exc}") from exc
+            except BaseException:
+                held.release()
+                raise
+            idx._pin = held
+            return idx
         raise _damaged(folder, "it kept changing while being opened")
 
     @classmethod
@@ -205,6 +271,9 @@ class Index:
     def close(self) -> None:
         for seg in self.segments:
             seg.close()
+        if self._pin is not None:
+            self._pin.release()
+            self._pin = None
 
     # ---- tables ---------------------------------------------------------------------------
     @property
@@ -321,15 +390,25 @@ class Index:
         rec = self.state.get("bm25")
         if not rec:
             raise _damaged(self.folder, "it has no BM25 index")
-        self._bm25 = load_bm25(self.folder / rec["name"], int(rec["docs"]))
-        self._bm25_rows = np.flatnonzero(self.live) if self.live is not None else np.arange(self.rows)
-        if len(self._bm25_rows) != self._bm25.n:
-            raise _damaged(self.folder, f"BM25 holds {self._bm25.n} documents for {len(self._bm25_rows)} live rows")
+        try:
+            bm25 = load_bm25(self.folder / rec["name"], int(rec["docs"]))
+        except Exception as exc:  # bm25s reading garbage fails in any of a dozen ways: all of them mean a damaged file
+            raise _damaged(self.folder, f"{rec['name']} unreadable ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        rows = np.flatnonzero(self.live) if self.live is not None else np.arange(self.rows)
+        if len(rows) != bm25.n:
+            raise _damaged(self.folder, f"BM25 holds {bm25.n} documents for {len(rows)} live rows")
+        self._bm25, self._bm25_rows = bm25, rows
 
     def bm25_scores(self, query: str, rows: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, BM25 score) over the live rows (IDF of the whole index), or restricted to the given rows."""
         self.load_bm25()
-        scores = self._bm25.scores(query)
+        try:
+            scores = np.asarray(self._bm25.scores(query))
+        except Exception as exc:  # arrays that load but disagree (indices past the vocabulary, ragged pointers)
+            raise _damaged(self.folder, f"{self.state['bm25']['name']} unreadable ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        if scores.shape != (len(self._bm25_rows),) or not np.isfinite(scores).all():
+            raise _damaged(self.folder, f"{self.state['bm25']['name']} gives {scores.shape[0] if scores.ndim else '?'} scores "
+                                        f"for {len(self._bm25_rows)} live rows")
         if rows is None:
             return self._bm25_rows, scores
         pos = np.searchsorted(self._bm25_rows, rows)

@@ -317,7 +317,8 @@ class Scout:
                 self.tool_errors += 0 if res.ok else 1
                 rec.tool_call({"turn": rnd, "step": step, "call_id": call.id, "tool": call.name, "arguments": json.dumps(call.arguments),
                                "programs": res.programs, "paths": res.paths, "duration_ms": res.duration_ms, "setup_ms": 0.0,
-                               "ok": res.ok, "error": res.error, "output_chars": res.output_chars, "delivered": ""})
+                               "ok": res.ok, "error": res.error, "output_chars": res.output_chars, "delivered": "",
+                               "malformed": False})
                 if res.ok and res.action == "finish":
                     references.append(res.data)
             for m in self.policy.observe(proposal.calls, results, note):

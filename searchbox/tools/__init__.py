@@ -6,17 +6,17 @@ import importlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from jsonschema import Draft202012Validator
+from typing import Any, Callable, Optional
 
 from .. import safefs
+from ..bounds import valid_text
 from ..errors import BackendError
+from . import validate
 from .catalog import CATALOG, ToolSpec, select
 from .context import InvalidCall, ToolContext, ToolError, ToolResult
 
-__all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "InvalidCall", "ToolResult", "Toolset", "Outcome", "select",
-           "BackendError"]
+__all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "InvalidCall", "ToolResult", "Toolset", "ToolsetState", "Outcome",
+           "select", "BackendError"]
 
 # With delivery=file these still answer inline: they are how the agent opens a delivered result,
 # or they only report on the agent's own writing.
@@ -42,21 +42,34 @@ class Outcome:
     malformed: bool = False  # refused as the model sent it (InvalidCall): counted as a malformed call
 
 
+@dataclass
+class ToolsetState:
+    """What a toolset changes as a run goes on (checkpointed with the harness's state)."""
+
+    delivered: int = 0  # results written under work/results/ (names the next one)
+
+
 class Toolset:
     """The enabled tools of one run.
 
-    `call` turns every failure caused by the model's arguments into an error Outcome the model reads.
-    A failure of the harness's own backends (BackendError), or a bug, is raised: the run stops as
-    `tool_error` instead of counting a broken embedder as model behaviour.
+    Anything the model sends is the model's: `call` checks the name and every argument against the catalog
+    before any tool runs, and answers every failure caused by the model's output (bad arguments, or an
+    argument a tool finds unusable later: InvalidCall) as a tool error the model reads, counted as a
+    malformed call. A failure of the harness's own backends (BackendError), or a bug, is raised: the run
+    stops as `tool_error` instead of counting a broken embedder as model behaviour.
     """
 
     def __init__(self, specs: list[ToolSpec], ctx: ToolContext, delivery: str = "inline"):
         self.specs = {s.name: s for s in specs}
         self.ctx = ctx
         self.delivery = delivery
-        self.delivered = 0  # results written under work/results/
-        self._validators = {s.name: Draft202012Validator(s.parameters) for s in specs}
+        self.state = ToolsetState()
+        self._validators = {s.name: validate.validator(s) for s in specs}
         self._impls: dict[str, Callable[..., Any]] = {}
+
+    @property
+    def delivered(self) -> int:
+        return self.state.delivered
 
     @property
     def names(self) -> list[str]:
@@ -75,29 +88,31 @@ class Toolset:
         timing = getattr(self.ctx.retrieval, "timing", None)
         return float(getattr(timing, "setup_s", 0.0) or 0.0)
 
-    def call(self, name: str, raw_arguments: str | dict | None) -> Outcome:
+    def call(self, name: Any, raw_arguments: Any) -> Outcome:
         start, setup_before = time.monotonic(), self._setup_s()
         self.ctx.programs, self.ctx.paths = [], []
-        args_text = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments or {})
+        args_text, malformed = _arguments_text(raw_arguments), False
         try:
+            if args_text is None:
+                raise InvalidCall("arguments must be a JSON object (these cannot be written as JSON: nested too deep?)")
+            if not isinstance(name, str):
+                raise InvalidCall(f"the tool name must be a string, not {type(name).__name__}")
             spec = self.specs.get(name)
             if spec is None:
-                raise ToolError(f"unknown tool {name!r}; available: {', '.join(self.specs)}")
-            args = self._parse(args_text)
-            errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
-            if errors:
-                raise ToolError("invalid arguments: " + "; ".join(_describe(e) for e in errors[:3]))
+                raise InvalidCall(f"unknown tool {valid_text(name)[:200]!r}; available: {', '.join(self.specs)}")
+            args = validate.arguments(spec, args_text, self._validators[name])
             text, data = _rendered(self._impl(spec)(self.ctx, **args))
             ok, error = True, ""
         except ToolError as exc:
             text, data, ok, error = f"Error: {exc}", None, False, str(exc)
+            malformed = isinstance(exc, InvalidCall)
         except BackendError:
             raise
         except Exception as exc:  # a harness bug is not the model's doing: stop the run, keep the traceback
             raise BackendError(f"tool {name} failed inside the harness: {type(exc).__name__}: {exc}") from exc
         # File names that are not UTF-8 arrive as surrogate escapes: make them printable once, here.
-        text, error = _printable(text), _printable(error)
-        self.ctx.paths = [_printable(p) for p in self.ctx.paths]
+        text, error = valid_text(text), valid_text(error)
+        self.ctx.paths = [valid_text(p) for p in self.ctx.paths]
         delivered = ""
         if ok and self.delivery == "file" and name not in INLINE_ALWAYS:
             delivered, shown = self._deliver(name, text)
@@ -107,29 +122,19 @@ class Toolset:
             shown = text if len(text) <= cap else text[:cap] + f"\n[output truncated: {len(text)} characters in all]"
         setup_s = self._setup_s() - setup_before
         total_ms = (time.monotonic() - start) * 1000
-        return Outcome(name, args_text, ok, shown, error, list(self.ctx.programs), list(self.ctx.paths),
-                       max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered, data)
+        return Outcome(name if isinstance(name, str) else str(name), args_text or "", ok, shown, error, list(self.ctx.programs),
+                       list(self.ctx.paths), max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered, data, malformed)
 
     def _deliver(self, name: str, text: str) -> tuple[str, str]:
         """delivery=file: the whole output goes to work/results/<n>-<tool>.txt; the message says where and how long."""
-        self.delivered += 1
-        rel = f"results/{self.delivered}-{name}.txt"
+        self.state.delivered += 1
+        rel = f"results/{self.state.delivered}-{name}.txt"
         try:
             safefs.write_text(self.ctx.work, rel, text, replace=False)
         except safefs.UnsafePath as exc:  # the agent put something in the way: tell it, as any tool error
             return "", f"Error: could not deliver the result to {rel}: {exc}"
         lines = text.count("\n") + 1 if text else 0
         return rel, f"Result written to {rel} ({len(text)} characters, {lines} lines). Open it with read(path=\"{rel}\")."
-
-    @staticmethod
-    def _parse(text: str) -> dict:
-        try:
-            args = json.loads(text) if text and text.strip() else {}
-        except ValueError as exc:
-            raise ToolError(f"arguments are not valid JSON ({exc})") from exc
-        if not isinstance(args, dict):
-            raise ToolError("arguments must be a JSON object")
-        return args
 
 
 def _rendered(result: Any) -> tuple[str, Any]:
@@ -141,11 +146,11 @@ def _rendered(result: Any) -> tuple[str, Any]:
     return json.dumps(result, ensure_ascii=False), result
 
 
-def _printable(text: str) -> str:
-    """Valid Unicode: lone surrogates (undecodable bytes of file names) become U+FFFD."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text else text
-
-
-def _describe(err) -> str:
-    where = ".".join(str(p) for p in err.path)
-    return f"{where}: {err.message}" if where else err.message
+def _arguments_text(raw: Any) -> Optional[str]:
+    """The arguments as text (what the row records; an object a server sent parsed is written back as JSON), None if impossible."""
+    if raw is None or isinstance(raw, str):
+        return raw if raw is not None else "{}"
+    try:
+        return json.dumps(raw, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None

@@ -33,38 +33,73 @@ def _obj(props: dict, required: Iterable[str] = ()) -> dict:
     return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
 
 
-S = {"type": "string"}
-I = {"type": "integer"}
-STRS = {"type": "array", "items": {"type": "string"}}
+# ---- what a model may send --------------------------------------------------------------------
+# Every argument is checked against these before any tool runs (Toolset.call, tools/validate.py): the
+# schema's types and bounds, plus the global rules below. They are generous enough for a capable model
+# (a bash script may be a long heredoc; write/edit content much larger) and tight enough that nothing
+# the model sends can stop the harness. The constrained-JSON grammar derives its own bounds from these.
+MAX_DEPTH = 8  # nesting of an arguments object (the deepest schema, an object of arrays of strings, is 3)
+MAX_ARGUMENT_CHARS = 8 * 1024**2  # the arguments text of one call, as sent (JSON escapes included)
+PATH_CHARS = 4096  # PATH_MAX
+COMMAND_CHARS = 100_000  # one bash command: a script of a few thousand lines (exec takes 128 KiB per argument)
+PATTERN_CHARS = 10_000  # a regular expression
+GLOB_CHARS = 4096  # a glob (fnmatch is quadratic in unclosed brackets)
+QUERY_CHARS = 10_000  # a search query or question
+CONTENT_CHARS = 1_000_000  # write content, edit old/new
+TEXT_CHARS = 100_000  # one text of a list (embed, rerank, similarity...)
+LIST_ITEMS = 1_000  # texts, documents, labels or paths in one call
+LINE_MAX = 1_000_000_000  # line offsets and counts
+# Global rules (every string, number and nesting level of the arguments, whatever the tool): finite numbers only,
+# integers are integers (2.0 is not), strings are valid Unicode (no lone surrogate) and hold no NUL.
+
+
+def _str(max_chars: int) -> dict:
+    return {"type": "string", "maxLength": max_chars}
+
+
+def _strs(max_chars: int = TEXT_CHARS) -> dict:
+    return {"type": "array", "items": _str(max_chars), "maxItems": LIST_ITEMS}
+
+
+PATH = _str(PATH_CHARS)
+QUERY = _str(QUERY_CHARS)
+CONTENT = _str(CONTENT_CHARS)
+LINE = {"type": "integer", "minimum": 1, "maximum": LINE_MAX}
+STRS = _strs()
 
 CATALOG: tuple[ToolSpec, ...] = (
     # built-ins: confined to the run's work/ directory; on unless a selection picks built-ins itself
     ToolSpec("read", "builtin", True, "Read a text file (relative to the working directory), with line numbers. Use offset/limit for long files.",
-             _obj({"path": S, "offset": {**I, "minimum": 1}, "limit": {**I, "minimum": 1}}, ["path"]), "builtins:read"),
+             _obj({"path": PATH, "offset": LINE, "limit": LINE}, ["path"]), "builtins:read"),
     ToolSpec("bash", "builtin", True, "Run a bash command in the working directory (no network, time-limited). dataroom/ is read-only.",
-             _obj({"command": S, "timeout": {"type": "number", "minimum": 1}}, ["command"]), "builtins:bash"),
+             _obj({"command": _str(COMMAND_CHARS), "timeout": {"type": "number", "minimum": 1, "maximum": 3600}}, ["command"]),
+             "builtins:bash"),
     ToolSpec("grep", "builtin", True, "Search file contents with a regular expression (ripgrep). Returns path:line:text.",
-             _obj({"pattern": S, "path": S, "glob": S, "ignore_case": {"type": "boolean"}}, ["pattern"]), "builtins:grep"),
+             _obj({"pattern": _str(PATTERN_CHARS), "path": PATH, "glob": _str(GLOB_CHARS), "ignore_case": {"type": "boolean"}},
+                  ["pattern"]), "builtins:grep"),
     ToolSpec("find", "builtin", True, "List files whose path matches a glob pattern such as '*.md' or 'docs/**/*.txt'.",
-             _obj({"pattern": S, "path": S}, ["pattern"]), "builtins:find"),
-    ToolSpec("ls", "builtin", True, "List a directory's entries with sizes.", _obj({"path": S}), "builtins:ls"),
+             _obj({"pattern": _str(GLOB_CHARS), "path": PATH}, ["pattern"]), "builtins:find"),
+    ToolSpec("ls", "builtin", True, "List a directory's entries with sizes.", _obj({"path": PATH}), "builtins:ls"),
     ToolSpec("write", "builtin", True, "Write a file in the working directory (not inside dataroom/), replacing it if present.",
-             _obj({"path": S, "content": S}, ["path", "content"]), "builtins:write"),
+             _obj({"path": PATH, "content": CONTENT}, ["path", "content"]), "builtins:write"),
     ToolSpec("edit", "builtin", True, "Replace an exact string in a file of the working directory.",
-             _obj({"path": S, "old": S, "new": S, "replace_all": {"type": "boolean"}}, ["path", "old", "new"]), "builtins:edit"),
+             _obj({"path": PATH, "old": CONTENT, "new": CONTENT, "replace_all": {"type": "boolean"}}, ["path", "old", "new"]),
+             "builtins:edit"),
     # high tier: dataroom-aware, one call does the job
     ToolSpec("search_dataroom", "high", True,
              "Semantic search over the dataroom (or only the given files/folders). Returns the best chunks with path, score and text.",
-             _obj({"query": S, "k": {**I, "minimum": 1, "maximum": 50}, "paths": STRS}, ["query"]), "retrieval_tools:search_dataroom"),
+             _obj({"query": QUERY, "k": {"type": "integer", "minimum": 1, "maximum": 50}, "paths": _strs(PATH_CHARS)}, ["query"]),
+             "retrieval_tools:search_dataroom"),
     ToolSpec("answer_question", "high", False,
              "Find the passages of the dataroom that best answer a question: wide dense retrieval, then cross-encoder reranking.",
-             _obj({"question": S, "k": {**I, "minimum": 1, "maximum": 20}}, ["question"]), "retrieval_tools:answer_question"),
+             _obj({"question": QUERY, "k": {"type": "integer", "minimum": 1, "maximum": 20}}, ["question"]), "retrieval_tools:answer_question"),
     # low tier: stateless primitives over data the caller passes in
     ToolSpec("embed_texts", "low", False,
              "Embed texts and append one JSON line per text to a file in the working directory. Returns the path, count and dimension, not vectors.",
-             _obj({"texts": STRS, "role": {"enum": ["query", "passage"]}, "out": S}, ["texts"]), "retrieval_tools:embed_texts"),
+             _obj({"texts": STRS, "role": {"enum": ["query", "passage"]}, "out": PATH}, ["texts"]), "retrieval_tools:embed_texts"),
     ToolSpec("rerank", "low", False, "Score documents against a query with a cross-encoder; best first.",
-             _obj({"query": S, "documents": STRS, "top_n": {**I, "minimum": 1}}, ["query", "documents"]), "retrieval_tools:rerank"),
+             _obj({"query": QUERY, "documents": STRS, "top_n": {"type": "integer", "minimum": 1, "maximum": LIST_ITEMS}},
+                  ["query", "documents"]), "retrieval_tools:rerank"),
     ToolSpec("similarity", "low", False,
              "Cosine similarity: pairwise when a and b have equal length, else a matrix (a as queries, b as passages).",
              _obj({"a": STRS, "b": STRS}, ["a", "b"]), "retrieval_tools:similarity"),
@@ -73,7 +108,7 @@ CATALOG: tuple[ToolSpec, ...] = (
     ToolSpec("cluster", "low", False, "Group near-duplicate texts (greedy single pass over cosine similarity).",
              _obj({"texts": STRS, "threshold": {"type": "number", "minimum": 0, "maximum": 1}}, ["texts"]), "retrieval_tools:cluster"),
     ToolSpec("select_diverse", "low", False, "Pick k mutually dissimilar texts (greedy max-min diversity).",
-             _obj({"texts": STRS, "k": {**I, "minimum": 1}}, ["texts"]), "retrieval_tools:select_diverse"),
+             _obj({"texts": STRS, "k": {"type": "integer", "minimum": 1, "maximum": LIST_ITEMS}}, ["texts"]), "retrieval_tools:select_diverse"),
 )
 
 BY_NAME = {spec.name: spec for spec in CATALOG}

@@ -7,6 +7,10 @@ Each step of a script is one response:
   {"status": 500, "message": "..."}                         an HTTP error
   {"sleep": 2.0, ...}                                       delay before answering
   {"drop": true}                                            close the connection without answering
+  {"message": {...}}                                        this message verbatim (any shape a server might send)
+  {"body": "text"}                                          this response body verbatim (status 200)
+  {"usage": {...}} / {"timings": {...}} beside any answer   replace the billed usage / llama.cpp timings;
+  {"no_usage": true}                                        or send neither
 When the script runs out, it answers {"content": "done"}.
 It adapts to the request: `response_format` -> constrained JSON content, `tools` -> native tool_calls.
 """
@@ -71,9 +75,13 @@ class ScriptedServer(Loopback):
             return None, None
         if step.get("status"):
             return step["status"], {"error": {"message": step.get("message", "scripted failure")}}
+        if "body" in step:
+            return 200, step["body"]
         json_mode = "response_format" in body
         message = {"role": "assistant", "content": None}
-        if "raw" in step:
+        if "message" in step:
+            message = step["message"]
+        elif "raw" in step:
             message["content"] = step["raw"]
         elif "tool_calls" in step:
             calls = step["tool_calls"]
@@ -108,6 +116,11 @@ class ScriptedServer(Loopback):
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                           "prompt_tokens_details": {"cached_tokens": max(cached, 0)}},
                 "timings": {"prompt_n": prompt - max(cached, 0), "cache_n": max(cached, 0), "predicted_n": completion}}
+        for part in ("usage", "timings"):
+            if part in step:
+                resp[part] = step[part]
+            if step.get("no_usage"):
+                resp.pop(part, None)
         self.responses.append(resp)
         return 200, resp
 

@@ -1,0 +1,225 @@
+"""Per-call accounting every harness shares: deadlines, usage (estimated and marked when missing), the budget, stop reasons.
+
+The native loop calls it around each model request; a harness that runs its own loop (Pi) calls it from the
+channel that forwards the loop's chat requests, so both count tokens, time and stops the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..config import HarnessConfig
+from ..errors import BackendError, ModelError
+from ..llm import DeadlineExceeded, Response, Usage, estimate_tokens
+from .base import EndTurn, Stop
+
+TRANSIENT = {"transient": True}  # a field a checkpoint leaves out (a monotonic clock reading means nothing in another process)
+
+
+@dataclass
+class Clock:
+    """Active seconds: `before` (earlier processes, or before a pause) plus the time since `started`."""
+
+    before: float = 0.0
+    started: float = field(default_factory=lambda: time.monotonic(), metadata=TRANSIENT)  # read when made, not when defined
+
+    def elapsed(self) -> float:
+        return self.before + time.monotonic() - self.started
+
+    def frozen(self) -> "Clock":
+        """This clock as a checkpoint holds it: everything so far in `before`."""
+        return Clock(self.elapsed())
+
+
+@dataclass
+class Counters:
+    """What a turn adds to the run (and the run's sum of them)."""
+
+    llm_calls: int = 0
+    llm_s: float = 0.0
+    tool_s: float = 0.0
+    setup_s: float = 0.0
+    tool_calls: int = 0
+    malformed: int = 0  # replies the harness could not understand
+    malformed_calls: int = 0  # calls refused as the model sent them
+    estimated_calls: int = 0  # responses whose usage the harness estimated
+
+    def add(self, other: "Counters") -> None:
+        for f in dataclasses.fields(Counters):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass
+class TurnStats(Counters):
+    """Counters of the turn in progress."""
+
+    usage: Usage = field(default_factory=Usage)
+    compactions: int = 0
+    context_tokens: int = 0
+    ended_by: str = ""
+    clock: Clock = field(default_factory=Clock)
+
+    def elapsed(self) -> float:
+        return self.clock.elapsed()
+
+
+@dataclass
+class Ledger:
+    """The accounting state of a run: checkpointed with the harness's own state."""
+
+    total: Usage = field(default_factory=Usage)
+    cum: Counters = field(default_factory=Counters)  # finished turns (and calls outside any turn)
+    turn: Optional[TurnStats] = None  # the turn in progress
+    clock: Clock = field(default_factory=Clock)  # the run's active seconds (a resumed run continues it)
+    tokens_per_char: float = 1 / 3  # calibrated from every response's usage
+
+
+def _chars(value: Any) -> int:
+    try:
+        return len(json.dumps(value, default=str))
+    except (ValueError, RecursionError):
+        return 0
+
+
+def sent_chars(payload: dict) -> int:
+    """What a request sent, in characters: its messages and its tools (or the constrained-JSON schema)."""
+    return _chars(payload.get("messages", [])) + _chars(payload.get("tools") or payload.get("response_format") or "")
+
+
+def said_chars(resp: Response) -> int:
+    """What a response said, in characters (the body's size when it was not taken apart)."""
+    if not resp.message:
+        return resp.body_chars
+    message = {k: v for k, v in resp.message.items() if k != "role"}
+    return _chars(message) or resp.body_chars
+
+
+def stop_of(exc: BaseException, run_over: bool) -> tuple[str, str]:
+    """The stop reason (and detail) an exception that ended a run means."""
+    if isinstance(exc, Stop):
+        return exc.reason, exc.detail
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", "KeyboardInterrupt"
+    if isinstance(exc, DeadlineExceeded):
+        return "ceiling_seconds", str(exc)
+    if isinstance(exc, ModelError):
+        return ("ceiling_seconds", str(exc)) if run_over else ("model_error", str(exc))
+    if isinstance(exc, BackendError):
+        return "tool_error", str(exc)
+    return "tool_error", f"harness error: {type(exc).__name__}: {exc}"  # a bug: not a result, and a sweep goes on
+
+
+class Accountant:
+    """Deadlines before a model call, usage after it, the budget between: one instance per run, over its Ledger."""
+
+    def __init__(self, harness: HarnessConfig, ledger: Ledger):
+        self.h, self.ledger = harness, ledger
+
+    # ---- turns ----------------------------------------------------------------------------
+    def begin_turn(self) -> TurnStats:
+        self.ledger.turn = TurnStats()
+        return self.ledger.turn
+
+    def end_turn(self) -> TurnStats:
+        """Close the turn in progress: its counters join the run's."""
+        stats, self.ledger.turn = self.ledger.turn, None
+        self.ledger.cum.add(stats)
+        return stats
+
+    # ---- deadlines ------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        """Active seconds of the run: a paused run's clock stops while it waits."""
+        return self.ledger.clock.elapsed()
+
+    def run_over(self) -> bool:
+        return bool(self.h.run_ceiling_s) and self.elapsed() > self.h.run_ceiling_s
+
+    def deadline(self) -> tuple[Optional[float], str]:
+        """The monotonic time by which the next HTTP call (with its retries) must be done, and whose it is (run|turn)."""
+        now = time.monotonic()
+        ends = []
+        if self.h.run_ceiling_s:
+            ends.append((now + self.h.run_ceiling_s - self.elapsed(), "run"))
+        if self.h.turn_ceiling_s and self.ledger.turn is not None:
+            ends.append((now + self.h.turn_ceiling_s - self.ledger.turn.elapsed(), "turn"))
+        return min(ends) if ends else (None, "")
+
+    def check_deadlines(self) -> None:
+        """Stop the run past its ceiling; end the turn past its own."""
+        if self.run_over():
+            raise Stop("ceiling_seconds", f"run passed {self.h.run_ceiling_s}s")
+        turn = self.ledger.turn
+        if self.h.turn_ceiling_s and turn is not None and turn.elapsed() > self.h.turn_ceiling_s:
+            raise EndTurn("turn_ceiling")
+
+    def chat(self, client: Any, payload: dict) -> Response:
+        """One model call under the run's and the turn's deadlines: a missed turn deadline ends the turn, the run's the run."""
+        deadline, binding = self.deadline()
+        try:
+            return client.chat(payload, deadline=deadline)
+        except DeadlineExceeded as exc:
+            if binding == "turn":
+                raise EndTurn("turn_ceiling") from exc
+            raise Stop("ceiling_seconds", f"run passed {self.h.run_ceiling_s}s: {exc}") from exc
+
+    # ---- tokens ---------------------------------------------------------------------------
+    def account(self, resp: Response, payload: dict) -> Usage:
+        """Add one response's tokens to the turn and the run. Usage the server did not give (or gave as nonsense) is
+        estimated from the characters sent and said, and marked; billed usage calibrates the estimate."""
+        ledger = self.ledger
+        sent = sent_chars(payload)
+        usage = resp.usage
+        if usage.estimated:
+            usage = Usage(usage.prompt or estimate_tokens(sent, ledger.tokens_per_char),
+                          usage.completion or max(1, estimate_tokens(said_chars(resp), ledger.tokens_per_char)),
+                          min(usage.cached, usage.prompt), estimated=True)
+        elif usage.prompt > 0 and sent > 0:
+            ledger.tokens_per_char = usage.prompt / sent
+        counters = ledger.turn if ledger.turn is not None else ledger.cum
+        counters.llm_calls += 1
+        counters.llm_s += resp.latency_s
+        counters.estimated_calls += int(usage.estimated)
+        sums = [ledger.total] + ([ledger.turn.usage] if ledger.turn is not None else [])
+        for acc in sums:
+            acc.prompt += usage.prompt
+            acc.completion += usage.completion
+            acc.cached += usage.cached
+        if ledger.turn is not None:
+            ledger.turn.context_tokens = usage.prompt + usage.completion
+        return usage
+
+    def spent_tokens(self) -> int:
+        u = self.ledger.total
+        return {"total": u.total, "prompt": u.prompt, "completion": u.completion, "uncached_prompt": u.uncached_prompt}[self.h.token_metric]
+
+    def check_token_budget(self) -> None:
+        if self.h.budget_unit == "tokens" and self.spent_tokens() >= self.h.budget:
+            raise Stop("token_budget_spent", f"{self.spent_tokens()} {self.h.token_metric} tokens >= {self.h.budget}")
+
+    def check_budget_after_turn(self, turns: int) -> None:
+        """Between turns: whether the budget (and the run's ceiling) allows another."""
+        if not self.h.force_budget:
+            raise Stop("first_turn_done")
+        if self.h.budget_unit == "turns" and turns >= self.h.budget:
+            raise Stop("budget_spent", f"{turns} turns")
+        self.check_token_budget()
+        if turns >= self.h.max_turns:
+            raise Stop("budget_spent", f"max_turns={self.h.max_turns} reached before the token budget")
+        if self.run_over():
+            raise Stop("ceiling_seconds", f"run passed {self.h.run_ceiling_s}s")
+
+    # ---- the record -----------------------------------------------------------------------
+    def fill(self, record: Any) -> None:
+        """Tokens, counters and clocks into the run record."""
+        from ..record import Tokens
+
+        u, c = self.ledger.total, self.ledger.cum
+        record.tokens = Tokens(u.prompt, u.completion, u.cached, u.total, u.uncached_prompt, c.estimated_calls)
+        record.llm_calls, record.tool_calls = c.llm_calls, c.tool_calls
+        record.malformed_replies, record.malformed_calls = c.malformed, c.malformed_calls
+        record.elapsed_s, record.llm_s = round(self.elapsed(), 3), round(c.llm_s, 3)
+        record.tool_s, record.setup_s = round(c.tool_s, 3), round(c.setup_s, 3)

@@ -1,0 +1,84 @@
+"""The harness interface: what `searchbox.run` hands a harness (RunContext) and what it asks of it (Harness)."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
+    from ..dataroom import Workspace
+    from ..record import Recorder, RunRecord
+    from ..tools import Toolset
+
+STOP_REASONS = ("budget_spent", "first_turn_done", "token_budget_spent", "ceiling_seconds", "context_exhausted",
+                "model_error", "tool_error", "interrupted", "paused")
+# Stops that say nothing about the model: the run is not a result, a relaunch redoes it.
+INFRA_STOPS = frozenset({"model_error", "tool_error", "interrupted", "paused"})
+CONTINUE = "Continue."  # what budget forcing sends when the model goes idle with budget left
+
+
+class Stop(Exception):
+    """Ends the run; carries one of STOP_REASONS."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(reason)
+        self.reason, self.detail = reason, detail
+
+
+class EndTurn(Exception):
+    """Ends the turn in progress (its deadline passed); budget forcing decides what comes next."""
+
+    def __init__(self, ended_by: str):
+        super().__init__(ended_by)
+        self.ended_by = ended_by
+
+
+@dataclass
+class RunContext:
+    """One run as a harness receives it: the resolved config, the question, and the run's services.
+
+    run.py builds it the same way for a new run and a resumed one. The recorder is the only writer of the
+    run's artifacts; the harness fills `recorder.record` (stop reason, counters) before it returns.
+    """
+
+    config: "RunConfig"
+    question: str
+    workspace: "Workspace"  # work/ (the agent's) and the read-only dataroom inside it
+    client: Any  # llm.ChatClient, or a control policy with the same chat() interface
+    toolset: "Toolset"  # the run's tools: validates what the model sends, runs it, renders text and data
+    recorder: "Recorder"
+    context_window: int  # tokens per request the server allows
+    started: float  # time.monotonic() when the run (or this resume) began: the ceiling counts setup too
+    should_pause: Callable[[], bool]  # polled between steps: True ends the run as `paused`, resumable
+
+    @property
+    def record(self) -> "RunRecord":
+        return self.recorder.record
+
+
+class Harness(abc.ABC):
+    """A loop that drives the model over the run's tools until a stop.
+
+    `run` and `resume` always return normally with the record filled (stop reason in STOP_REASONS) and
+    the logs complete; they raise only what the caller must see (KeyboardInterrupt is a stop, not a raise).
+    Checkpoints go through `ctx.recorder.checkpoint({"harness": kind, ...})`; `resume` gets that dict back.
+    """
+
+    kind: ClassVar[str]
+
+    def check(self, cfg: "RunConfig") -> None:
+        """Refuse (ConfigError/SetupError, one line with the fix) before anything is written when this harness cannot run."""
+
+    def identity(self, cfg: "RunConfig") -> dict:
+        """What the run key needs beyond the config: the harness's own version and whatever searchbox adds to it."""
+        return {}
+
+    @abc.abstractmethod
+    def run(self, ctx: RunContext) -> None:
+        """Run a new run to a stop."""
+
+    @abc.abstractmethod
+    def resume(self, ctx: RunContext, checkpoint: dict) -> None:
+        """Continue a run from the last checkpoint it wrote, with continuous accounting."""
