@@ -13,7 +13,7 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
@@ -26,9 +26,7 @@ PREVIEW_CHARS = 1500  # tool output preview
 FILE_CAP = 256 * 1024  # bytes of one file shown in the browser
 TREE_CAP = 3000  # files listed in the tree
 TRACE_CHUNK = 512 * 1024  # bytes of trace read per poll
-MAX_DEPTH = 256  # directory levels listed below work/ (one open descriptor each while walked)
-DIR_CAP = 20_000  # entries read from one directory for the listing
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+MAX_DEPTH = 256  # directory levels listed below work/
 
 
 class NotFound(SearchboxError):
@@ -201,7 +199,7 @@ def file_tree(run_dir: Path) -> dict:
     """Regular files of the run: its artifacts, and work/ (dataroom and what the model wrote); links skipped.
 
     Paths are listed as `shown` spells them (any name the box allowed, escaped where it is not UTF-8), and work/ is
-    walked one directory descriptor at a time, so a tree deeper than PATH_MAX is listed too (to MAX_DEPTH levels).
+    walked by safefs.list_files, one directory descriptor at a time, so a tree deeper than PATH_MAX is listed too.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -215,75 +213,10 @@ def file_tree(run_dir: Path) -> dict:
     truncated = False
     st = safefs.lstat(run_dir, "work")
     if st is not None and stat.S_ISDIR(st.st_mode):
-        files, truncated = walk_files(run_dir / "work", TREE_CAP)
-        work = [[f"work/{shown(rel)}", size] for rel, size in files]
+        listing = safefs.list_files(run_dir / "work", cap_files=TREE_CAP, max_depth=MAX_DEPTH)
+        truncated = listing.truncated
+        work = [[f"work/{shown(rel)}", size] for rel, size in listing.files]
     return {"artifacts": artifacts, "work": work, "truncated": truncated}
-
-
-def walk_files(root: Path, cap_files: int) -> tuple[list[tuple[str, int]], bool]:
-    """(relative path, size) of the regular files under root, depth first, names sorted; links and special files
-    skipped; and whether the listing stopped short (cap_files, MAX_DEPTH or DIR_CAP reached).
-
-    Every step is relative to an open directory descriptor (O_NOFOLLOW), so neither the length of a path nor a
-    link swapped in on the way matters; at most MAX_DEPTH descriptors are open at once.
-    """
-    out: list[tuple[str, int]] = []
-    truncated = False
-    try:
-        top = os.open(root, _DIR_FLAGS)
-    except OSError:
-        return out, False
-    frames: list[tuple[int, str, Iterator[str]]] = []
-    try:
-        names, cut = _names(top)
-        frames.append((top, "", iter(names)))
-        truncated |= cut
-        while frames:
-            fd, prefix, names_left = frames[-1]
-            name = next(names_left, None)
-            if name is None:
-                os.close(fd)
-                frames.pop()
-                continue
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                if len(out) >= cap_files:
-                    truncated = True
-                    break
-                out.append((prefix + name, st.st_size))
-            elif stat.S_ISDIR(st.st_mode):
-                if len(frames) >= MAX_DEPTH:
-                    truncated = True
-                    continue
-                try:
-                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue
-                try:
-                    names, cut = _names(sub)
-                except OSError:
-                    os.close(sub)
-                    continue
-                truncated |= cut
-                frames.append((sub, f"{prefix}{name}/", iter(names)))
-    finally:
-        for fd, _, _ in frames:
-            os.close(fd)
-    return out, truncated
-
-
-def _names(fd: int) -> tuple[list[str], bool]:
-    """The sorted entry names of an open directory (at most DIR_CAP of them), and whether there were more."""
-    names: list[str] = []
-    with os.scandir(fd) as it:
-        for entry in it:
-            if len(names) >= DIR_CAP:
-                return sorted(names), True
-            names.append(entry.name)
-    return sorted(names), False
 
 
 def shown(rel: str) -> str:
