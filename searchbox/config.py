@@ -83,7 +83,7 @@ class HarnessConfig:
     # a write past either fails with "No space left on device" and the call is a tool error. 0 = no quota.
     # Guards like limits.*: not part of the run key (a run that hits them says so).
     work_quota_mb: int = 1024
-    work_quota_files: int = 100_000
+    work_quota_files: int = 20_000
     today: Optional[str] = None  # date in the prompt; null = today (set it for reproducibility)
     delivery: str = "inline"  # inline: tool output in the tool message; file: written to work/results/, the message points to it
 

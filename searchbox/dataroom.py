@@ -319,27 +319,12 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree recurses in Python (a tree a few thousand folders deep raises RecursionError) and needs
     writable folders; this walks one directory descriptor at a time and opens each folder up as it goes.
     """
+    path = Path(path)
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(path)
-        return
-    os.chmod(path, stat.S_IRWXU)
-
-    def visit(entry: safefs.Entry) -> bool:
-        if stat.S_ISDIR(entry.st.st_mode):
-            os.chmod(entry.name, stat.S_IRWXU, dir_fd=entry.dir_fd)
-            return True
-        os.unlink(entry.name, dir_fd=entry.dir_fd)
-        return False
-
-    def leave(entry: safefs.Entry) -> None:
-        os.rmdir(entry.name, dir_fd=entry.dir_fd)
-
-    safefs.walk(path, visit, leave)
-    os.rmdir(path)
+        safefs.remove_at(parent, path.name)
+    finally:
+        os.close(parent)
 
 
 def _remove_unfollowed(path: Path, keep_dir: bool = False) -> None:

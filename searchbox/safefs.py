@@ -231,6 +231,53 @@ def walk(root: Path | int, visit: Callable[[Entry], bool], leave: Optional[Calla
                 os.close(frame.fd)
 
 
+@contextlib.contextmanager
+def dir_at(root_fd: int, parts: tuple[str, ...]) -> Iterator[int]:
+    """An fd of the folder at parts below an open root folder, walked without following any link."""
+    fd = os.dup(root_fd)
+    try:
+        for name in parts:
+            try:
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise UnsafePath(f"{'/'.join(parts)}: {name} is not a plain directory") from exc
+            os.close(fd)
+            fd = nxt
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def remove_at(dir_fd: int, name: str) -> None:
+    """Delete the entry `name` of an open folder: a folder with all it holds, at any depth and whatever its modes
+    (each is opened up before it is entered), a link or file by itself; no link is ever followed."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)  # lstat said a folder; nothing runs in the box meanwhile
+
+    def visit(entry: Entry) -> bool:
+        if stat.S_ISDIR(entry.st.st_mode):
+            os.chmod(entry.name, stat.S_IRWXU, dir_fd=entry.dir_fd)
+            return True
+        os.unlink(entry.name, dir_fd=entry.dir_fd)
+        return False
+
+    def leave(entry: Entry) -> None:
+        os.rmdir(entry.name, dir_fd=entry.dir_fd)
+
+    sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        walk(sub, visit, leave)
+    finally:
+        os.close(sub)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
 @dataclass
 class Listing:
     """The regular files under a root: (relative path, size), and whether the listing stopped short."""

@@ -194,3 +194,116 @@ def test_a_huge_glob_and_a_broken_path_are_invalid_calls(toolset):
         with pytest.raises(InvalidCall, match="not valid Unicode"):
             getattr(builtins, tool)(toolset.ctx, **args)
         assert not toolset.call(tool, args).ok
+
+
+# ---- the quota on work/ -----------------------------------------------------------------------
+def _quota_toolset(work, mb: int = 32, files: int = 500):
+    from searchbox.config import HarnessConfig
+    from searchbox.tools import ToolContext, Toolset, select
+
+    harness = HarnessConfig(bash_timeout_s=30, output_cap_chars=4000, work_quota_mb=mb, work_quota_files=files)
+    return Toolset(select("none"), ToolContext(work=work, harness=harness, sandbox_mode="bwrap"))
+
+
+def _disk_bytes(work: Path) -> int:
+    return sum(p.lstat().st_blocks * 512 for p in work.rglob("*") if not p.is_relative_to(work / "dataroom"))
+
+
+@needs_bwrap
+def test_quota_holds_bytes_across_files(work):
+    """Issue 20: one call wrote six 600 MB files (3.0 GiB in 12 s): the cap was per file. Scaled down: 6 x 20 MB into 32 MiB."""
+    ts = _quota_toolset(work, mb=32)
+    out = ts.call("bash", {"command": "for i in 1 2 3 4 5 6; do head -c 20M /dev/zero > big$i; done; echo done"})
+    assert not out.ok and "work/ is full" in out.error and "limit on bytes" in out.error, out.output
+    assert "No space left on device" in out.output and "done" in out.output
+    assert _disk_bytes(work) <= 32 * 1024**2
+    out = ts.call("bash", {"command": "rm big*; head -c 1M /dev/zero > small && echo fits"})  # room again once removed
+    assert out.ok and "fits" in out.output and not list(work.glob("big*"))
+
+
+@needs_bwrap
+def test_quota_holds_inodes(work):
+    """Issue 20: a million empty files were accepted and every later call cost 3.7 s more. Scaled down: 2,000 into 500."""
+    ts = _quota_toolset(work, files=500)
+    out = ts.call("bash", {"command": "mkdir many; for i in $(seq 2000); do : > many/e$i || break; done; echo made $(ls many | wc -l)"})
+    assert not out.ok and "limit on files" in out.error, out.output
+    made = int(out.output.split("made ")[1].split()[0])
+    assert made < 500 and len(list((work / "many").iterdir())) == made
+    out = ts.call("bash", {"command": "ls many | wc -l"})  # the next call sees them all, and says nothing new filled it
+    assert out.ok and out.output.strip() == str(made)
+
+
+@needs_bwrap
+def test_what_the_model_makes_survives_between_calls(work):
+    ts = _quota_toolset(work, mb=256)
+    script = ("echo one > a.txt; chmod 640 a.txt; mkdir -p d/e; echo two > d/e/b.txt; ln a.txt d/hard.txt; "
+              "ln -s /etc/passwd d/link; ln -s a.txt rel-link; mkfifo d/pipe; truncate -s 200M sparse.bin; "
+              "echo tail >> sparse.bin; mkdir locked; echo in > locked/x; chmod 000 locked/x; chmod 500 locked; "
+              "touch -d 2001-02-03 a.txt; echo gone > gone.txt")
+    assert ts.call("bash", {"command": script}).ok
+    assert (work / "d" / "e" / "b.txt").read_text() == "two\n"
+    assert stat_mode(work / "a.txt") == 0o640 and (work / "a.txt").stat().st_mtime < 1e9 + 2e7
+    assert (work / "a.txt").stat().st_ino == (work / "d" / "hard.txt").stat().st_ino  # a hard link, not a copy
+    assert os_readlink(work / "d" / "link") == "/etc/passwd" and os_readlink(work / "rel-link") == "a.txt"
+    assert (work / "d" / "pipe").is_fifo()
+    sparse = (work / "sparse.bin").stat()
+    assert sparse.st_size == 200 * 1024**2 + 5 and sparse.st_blocks * 512 < 1024**2  # holes stay holes on disk
+    assert stat_mode(work / "locked") == 0o500 and stat_mode(work / "locked" / "x") == 0
+    out = ts.call("bash", {"command": "rm gone.txt; cat a.txt d/e/b.txt locked/x 2>&1; stat -c %a locked locked/x; "
+                                      "tail -c 5 sparse.bin; stat -c %h a.txt; rm -r d/e; echo file > d/e"})
+    assert out.ok and out.output.splitlines()[:2] == ["one", "two"]
+    assert "500" in out.output and "tail" in out.output
+    assert not (work / "gone.txt").exists() and (work / "d" / "e").read_text() == "file\n"  # a folder became a file
+    assert (work / "dataroom" / "a.txt").read_text() == "hello\n"  # the dataroom is never copied nor touched
+
+
+@needs_bwrap
+def test_files_the_harness_wrote_past_the_quota_leave_bash_usable(work):
+    """write/edit and delivered results land on disk between calls: a work/ past the quota still gets a box (no
+    room to grow), so the model can clean up."""
+    ts = _quota_toolset(work, mb=8)
+    for i in range(12):
+        assert ts.call("write", {"path": f"w{i:02d}.txt", "content": "x" * 900_000}).ok  # 10.8 MB in all: past 8 MiB
+    out = ts.call("bash", {"command": "ls w*.txt | wc -l; head -c 1M /dev/zero > more 2>/dev/null || echo no room; "
+                                      "rm w0*.txt; echo cleaned"})
+    assert out.ok and out.output.split("\n")[:3] == ["12", "no room", "cleaned"], out.output
+    assert sorted(p.name for p in work.glob("w*")) == ["w10.txt", "w11.txt"]
+
+
+@needs_bwrap
+def test_quota_is_the_box_s_work_and_can_be_turned_off(work):
+    assert sandbox.quota_failure() == ""
+    fs = _quota_toolset(work).call("bash", {"command": "df -P . | tail -1 | cut -d' ' -f1"})
+    assert fs.output.strip() == "searchbox-work"
+    fs = _quota_toolset(work, mb=0).call("bash", {"command": "df -P . | tail -1 | cut -d' ' -f1"})
+    assert fs.output.strip() != "searchbox-work"
+
+
+def test_quota_in_the_run_record():
+    from searchbox.config import HarnessConfig
+
+    assert sandbox.quota_record(HarnessConfig(), "bwrap") == {"work_bytes": 1024**3, "work_files": 20_000}
+    assert sandbox.quota_record(HarnessConfig(work_quota_mb=64, work_quota_files=10), "bwrap") == {"work_bytes": 64 * 1024**2, "work_files": 10}
+    assert sandbox.quota_record(HarnessConfig(work_quota_mb=0), "bwrap") == {}
+    assert sandbox.quota_record(HarnessConfig(), "none") == {}
+
+
+def test_negative_quota_is_a_config_error():
+    from searchbox.config import HarnessConfig, RunConfig
+    from searchbox.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="work_quota"):
+        RunConfig(harness=HarnessConfig(work_quota_mb=-1)).validate()
+
+
+def stat_mode(path: Path) -> int:
+    import os
+    import stat as st
+
+    return st.S_IMODE(os.lstat(path).st_mode)
+
+
+def os_readlink(path: Path) -> str:
+    import os
+
+    return os.readlink(path)

@@ -196,6 +196,7 @@ def test_installed_package_is_hidden_in_the_box(toolset, monkeypatch):
 
 def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
     sandbox.probe_failure.cache_clear()
+    sandbox.quota_failure.cache_clear()
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     try:
         with pytest.raises(SandboxError, match="bubblewrap"):
@@ -203,6 +204,7 @@ def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
         assert sandbox.resolve_mode("none") == "none"
     finally:
         sandbox.probe_failure.cache_clear()
+        sandbox.quota_failure.cache_clear()
 
 
 BOX_MODULES = ("errors.py", "config.py", "safefs.py", "tools/context.py", "tools/sandbox.py", "tools/seccomp.py", "tools/boxwork.py")  # what the box needs (a normal user's python has no jsonschema)

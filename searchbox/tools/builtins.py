@@ -138,7 +138,8 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> str:
 
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
     limit = min(float(timeout or ctx.harness.bash_timeout_s), ctx.harness.bash_timeout_s * 4)
-    result = sandbox.run_shell(command, ctx.work, [ctx.dataroom], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4)
+    result = sandbox.run_shell(command, ctx.work, [ctx.dataroom], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4,
+                               sandbox.limits_for(ctx.harness))
     ctx.programs.extend(sandbox.programs(command))
     ctx.touch_from_text(command)
     out = result.output
@@ -148,6 +149,8 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
         raise ToolError(f"command timed out after {limit:g}s and was killed\n{out}")
     if result.killed:
         raise ToolError(f"command killed: {result.killed}\n{out}")
+    if result.full:
+        raise ToolError(f"{result.full}\n{out}\n[exit code {result.exit_code}]")
     return f"{out}\n[exit code {result.exit_code}]" if result.exit_code else (out or "[no output, exit code 0]")
 
 
@@ -189,7 +192,7 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
         argv += ["--glob", glob]
     argv += ["-e", pattern, "--", target]
     res = sandbox.run_confined(argv, ctx.work, [ctx.dataroom], ctx.sandbox_mode, ctx.harness.bash_timeout_s, cap,
-                               extra_ro=extra, merge_stderr=False)
+                               sandbox.limits_for(ctx.harness), extra_ro=extra, merge_stderr=False)
     if res.timed_out or res.killed:
         raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s" if res.timed_out else f"grep killed: {res.killed}")
     if res.exit_code > 1 and not res.output:

@@ -10,6 +10,7 @@ import select
 import shlex
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import tempfile
@@ -18,9 +19,10 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
-from ..errors import SandboxError
-from . import seccomp
+from ..errors import SandboxError, SearchboxError
+from . import boxwork, seccomp
 from .context import InvalidCall
 
 FILE_SIZE_CAP = 512 * 1024**2  # no single file the agent writes may pass this
@@ -44,6 +46,8 @@ class Limits:
     open_files: int = 1024
     tmp_bytes: int = 256 * 1024**2  # the private /tmp and /dev/shm (tmpfs: counts as memory)
     box_memory_bytes: int = 4 * 1024**3  # resident memory of all the box's processes together (watched)
+    work_bytes: int = 1024**3  # work/ outside dataroom/: a tmpfs of this size (0 = no quota, work/ bound from disk)
+    work_files: int = 20_000  # and of this many inodes (files, folders, links); copying in costs ~70 us each per call
 
 
 @dataclass
@@ -57,6 +61,7 @@ class ShellResult:
     duration_s: float
     errors: str = ""  # stderr, when kept apart from the output
     killed: str = ""  # why the box was killed before the command ended (a limit it passed)
+    full: str = ""  # the call filled work/'s quota: what the model should read (boxwork.quota_note)
 
 
 def resolve_mode(mode: str) -> str:
@@ -86,10 +91,32 @@ def probe_failure() -> str:
         (work / "dataroom" / "probe.txt").write_text("probe\n")
         check = "test -w . && test -r dataroom/probe.txt && ! touch dataroom/x 2>/dev/null && ! test -e /etc/shadow && id -u"
         try:
-            res = run_shell(check, work, [work / "dataroom"], "bwrap", 20.0, 4096)
+            res = run_shell(check, work, [work / "dataroom"], "bwrap", 20.0, 4096, Limits(work_bytes=0))
         except OSError as exc:
             return str(exc)
         if res.exit_code != 0 or res.output.strip() != str(SANDBOX_UID):
+            return f"probe exited {res.exit_code}: {res.output.strip()[:300]}"
+        return ""
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@lru_cache(maxsize=1)
+def quota_failure() -> str:
+    """Why the box's work/ quota (a sized tmpfs mounted by boxwork's wrapper) cannot be set up here ('' when it can)."""
+    if probe_failure():
+        return probe_failure()
+    scratch = Path(tempfile.mkdtemp(prefix="searchbox-probe-"))
+    try:
+        work = scratch / "work"
+        (work / "dataroom").mkdir(parents=True)
+        quota = boxwork.Quota(8 * 1024**2, 64)
+        try:
+            res = _run(["bash", "-c", "df -P . | tail -1 | cut -d' ' -f1; touch made"], work, [work / "dataroom"], "bwrap",
+                       20.0, 4096, Limits(), None, True, quota)
+        except (OSError, SearchboxError, boxwork.QuotaError) as exc:
+            return str(exc)
+        if res.output.split()[:1] != ["searchbox-work"] or not (work / "made").exists():
             return f"probe exited {res.exit_code}: {res.output.strip()[:300]}"
         return ""
     finally:
@@ -134,7 +161,7 @@ def _package_dir() -> Path:
 
 
 def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: Limits = Limits(), cpu_s: float = 60.0,
-         extra_ro: dict[str, str] | None = None) -> tuple[list[str], list[int]]:
+         extra_ro: dict[str, str] | None = None, work_source: str | None = None) -> tuple[list[str], list[int]]:
     """The argv that runs `argv` in the box, and the fds it needs passed (the generated /etc files).
 
     Inside: the system's /usr and /lib*, a generated /etc, the run's work/ read-write at its own path
@@ -142,7 +169,8 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     65534 and no capabilities. Run by root, bwrap mounts as root without a user namespace and
     setpriv drops to the host's uid 65534 (a user namespace would keep host uid 0, for which the
     kernel never enforces RLIMIT_NPROC); run by anyone else, a user namespace maps the caller to
-    65534. `extra_ro` binds single host files (e.g. a ripgrep outside /usr) at sandbox paths.
+    65534. `extra_ro` binds single host files (e.g. a ripgrep outside /usr) at sandbox paths;
+    `work_source` is bound at work/'s path instead of work/ itself (the quota tmpfs, see run_confined).
     """
     if mode == "none":
         return _limit_argv(limits, cpu_s) + argv if shutil.which("prlimit") else argv, []
@@ -183,7 +211,7 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
         if str(parent) != "/" and not any(parent == Path(m) or parent.is_relative_to(m) for m in mounted if m != "/tmp") \
                 and str(parent) != "/tmp":
             cmd += ["--perms", "0755", "--dir", str(parent)]  # mirrored host modes (0700) would lock uid 65534 out
-    cmd += ["--bind", str(work), str(work)]
+    cmd += ["--bind", work_source or str(work), str(work)]  # work_source: the quota tmpfs (boxwork), else work/ itself
     for path in readonly:
         p = Path(path).resolve()
         if p.exists():
@@ -254,27 +282,63 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
                  limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True) -> ShellResult:
     """Run argv in the box, in its own process group; when it ends (or times out) kill everything it started.
 
-    Output is read as it comes and kept up to cap_bytes (stderr apart, also capped, unless merged).
+    Output is read as it comes and kept up to cap_bytes (stderr apart, also capped, unless merged). With a
+    quota (limits.work_bytes), the box's work/ is a sized tmpfs filled from work/ and written back after
+    (tools.boxwork); a call that fills it says so in ShellResult.full.
     """
     _check_argv(argv)  # before anything runs: a NUL, a lone surrogate or a huge argument is refused by exec
     work = Path(work)
-    if mode != "none":
+    quota = quota_of(limits) if mode != "none" else None
+    if quota is not None and (why := quota_failure()):
+        raise SandboxError(f"the box's work/ quota cannot be set up here ({why}): set harness.work_quota_mb=0 to run "
+                           "without one (the run record then says so)")
+    try:
+        return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr, quota)
+    except boxwork.QuotaError:
+        # work/ on disk no longer fits (files the harness wrote between calls): run with a tmpfs of its own size
+        skip = frozenset(_top_readonly(work, readonly))
+        return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr,
+                    boxwork.grown(quota, work, skip))
+
+
+def _top_readonly(work: Path, readonly: list[Path]) -> set[str]:
+    """The names of work/'s read-only parts that sit right under it (dataroom): bound from disk, never copied."""
+    return {Path(p).resolve().name for p in readonly if Path(p).resolve().parent == work.resolve()}
+
+
+def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int, limits: Limits,
+         extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota]) -> ShellResult:
+    stage = None
+    if quota is not None:
+        sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly), *(extra_ro or {})]
+        stage = boxwork.stage_dir(sources)
+    elif mode != "none":
         grant(work, readonly)
-    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro)
+    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro, work_source=stage)
     info_r = info_w = -1
     if mode != "none":
         info_r, info_w = os.pipe()
         fds.append(info_w)
         full[1:1] = ["--info-fd", str(info_w)]  # bwrap reports the host pid of the box's pid 1 here
-    start = time.monotonic()
+    ours = theirs = None
+    if quota is not None:
+        ours, theirs = socket.socketpair()
+        fds.append(theirs.fileno())
+        full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
     try:
         proc = subprocess.Popen(full, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
                                 start_new_session=True, env=environment(work), pass_fds=fds)
+    except BaseException:
+        if ours is not None:
+            ours.close()
+        raise
     finally:
         for fd in fds:
-            os.close(fd)
-    box = _box_info(info_r) if info_r >= 0 else None
+            if theirs is None or fd != theirs.fileno():
+                os.close(fd)
+        if theirs is not None:
+            theirs.close()
     kept, errs = bytearray(), bytearray()
     total = [0, 0]
 
@@ -289,6 +353,15 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         readers.append(threading.Thread(target=drain, args=(proc.stderr, errs, 1), daemon=True))
     for reader in readers:
         reader.start()
+    staged = None
+    if quota is not None:
+        try:
+            staged = _stage(proc, ours, work, readonly, quota, readers, kept, errs)
+        except BaseException:
+            os.close(info_r)
+            raise
+    start = time.monotonic()
+    box = _box_info(info_r) if info_r >= 0 else None
     killed: list[str] = []
     stop = threading.Event()
     watchdog = threading.Thread(target=_watch, args=(box, limits, stop, killed), daemon=True) if box else None
@@ -316,11 +389,86 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        full_note = _unstage(staged, quota) if staged is not None else ""
     for reader in readers:
         reader.join(timeout=5)
     text = bytes(kept).decode("utf-8", errors="replace")
     return ShellResult(proc.returncode if not timed_out else -9, text, timed_out, total[0], time.monotonic() - start,
-                       bytes(errs).decode("utf-8", errors="replace"), "; ".join(killed))
+                       bytes(errs).decode("utf-8", errors="replace"), "; ".join(killed), full_note)
+
+
+@dataclass
+class _Staged:
+    """A call's work/ tmpfs (its root descriptor) beside work/ on disk, and what was copied in."""
+
+    tmpfs: int
+    disk: int
+    mirror: boxwork.Mirror
+    full_before: bool  # already full once filled: this call did not fill it
+
+
+def _stage(proc: subprocess.Popen, sock: socket.socket, work: Path, readonly: list[Path], quota: boxwork.Quota,
+           readers: list[threading.Thread], kept: bytearray, errs: bytearray) -> _Staged:
+    """Take the tmpfs from the wrapper, copy work/ in, and let bwrap start; on any failure kill the wrapper and raise."""
+    tmpfs = disk = -1
+    try:
+        try:
+            tmpfs = boxwork.receive_stage(sock, quota)
+        except OSError as exc:
+            _kill(proc, readers)
+            said = (bytes(kept) + bytes(errs)).decode("utf-8", "replace").strip().splitlines()
+            raise SandboxError(f"the box's work/ quota could not be set up ({said[-1] if said else exc})") from exc
+        disk = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        mirror = boxwork.Mirror(skip=frozenset(_top_readonly(work, readonly)))
+        mirror.fill(disk, tmpfs)  # QuotaError: run_confined tries once more with a tmpfs that fits
+        before = boxwork.Usage.of(tmpfs)
+        sock.sendall(b"g")
+        return _Staged(tmpfs, disk, mirror, before.full)
+    except BaseException:
+        for fd in (tmpfs, disk):
+            if fd >= 0:
+                os.close(fd)
+        _kill(proc, readers)
+        raise
+    finally:
+        sock.close()
+
+
+def _unstage(staged: _Staged, quota: boxwork.Quota) -> str:
+    """Write the call's changes back to disk and free the tmpfs; the note for the model when the call filled it."""
+    try:
+        usage = boxwork.Usage.of(staged.tmpfs)
+        staged.mirror.persist(staged.tmpfs, staged.disk)
+        return "" if staged.full_before else boxwork.quota_note(usage, quota) or ""
+    finally:
+        os.close(staged.tmpfs)
+        os.close(staged.disk)
+
+
+def _kill(proc: subprocess.Popen, readers: list[threading.Thread]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for reader in readers:
+        reader.join(timeout=5)
+
+
+def quota_of(limits: Limits) -> Optional[boxwork.Quota]:
+    """The work/ quota these limits ask for (None: no quota, the box binds work/ itself)."""
+    if limits.work_bytes <= 0 or limits.work_files <= 0:
+        return None
+    return boxwork.Quota(limits.work_bytes, limits.work_files)
+
+
+def limits_for(harness) -> Limits:
+    """The box's limits for a run: the defaults, with the run's work/ quota (HarnessConfig.work_quota_mb/_files)."""
+    return Limits(work_bytes=int(harness.work_quota_mb) * 1024**2, work_files=int(harness.work_quota_files))
+
+
+def quota_record(harness, mode: str) -> dict:
+    """The quota as the run record keeps it: {} without a box or without a quota."""
+    quota = quota_of(limits_for(harness)) if mode != "none" else None
+    return {} if quota is None else {"work_bytes": quota.bytes, "work_files": quota.files}
 
 
 @dataclass
