@@ -1,7 +1,11 @@
 """Domain errors: inner code raises these; `cli` is where they become one-line messages."""
 
+import errno
 import functools
+import os
 import sys
+from pathlib import Path
+from typing import Iterator, Optional
 
 
 class SearchboxError(Exception):
@@ -36,12 +40,72 @@ class BackendError(SearchboxError):
     """
 
 
+class DiskFull(SearchboxError):
+    """A write failed because its file system is full or over quota: says which path and what to free."""
+
+    @classmethod
+    def of(cls, exc: BaseException, where: "os.PathLike | str") -> "DiskFull":
+        """The one-line reason for an ENOSPC/EDQUOT found in exc (or its causes), while writing under `where`."""
+        err = no_space(exc)
+        path = (err.filename if err is not None and err.filename else None) or where
+        mount, free = _free_space(Path(os.fsdecode(path)))
+        return cls(f"disk full writing {os.fsdecode(path)} ({_size(free)} free on {mount}): free space on that file system "
+                   f"(old sweeps or runs under it, caches under $SEARCHBOX_HOME), then run the same command again")
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(exc: Optional[BaseException]) -> Optional[OSError]:
+    """The OSError saying the disk is full (ENOSPC) or over quota (EDQUOT) in exc or what caused it, else None."""
+    return next((e for e in _chain(exc) if isinstance(e, OSError) and e.errno in NO_SPACE), None)
+
+
+def _found(exc: Optional[BaseException], kind: type) -> Optional[BaseException]:
+    """The first exception of `kind` in exc's chain (a DiskFull a later failure on the same full disk masked)."""
+    return next((e for e in _chain(exc) if isinstance(e, kind)), None)
+
+
+def _chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
+    """exc, then what caused it, and so on."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _free_space(path: Path) -> tuple[str, Optional[int]]:
+    """(mount point of the file system holding path, bytes free there for this user)."""
+    cur = path
+    while not cur.exists() and cur != cur.parent:
+        cur = cur.parent
+    try:
+        dev, mount = os.stat(cur).st_dev, cur.resolve()
+        while mount != mount.parent and os.stat(mount.parent).st_dev == dev:
+            mount = mount.parent
+        st = os.statvfs(cur)
+        return str(mount), st.f_bavail * st.f_frsize
+    except OSError:
+        return str(cur), None
+
+
+def _size(n: Optional[int]) -> str:
+    if n is None:
+        return "? bytes"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
 def _say(exc: SearchboxError) -> None:
     print(f"searchbox: {exc}", file=sys.stderr)
 
 
 def cli(main):
-    """Wrap a CLI's main: a SearchboxError becomes `searchbox: <reason>` and exit 2, Ctrl-C exit 130."""
+    """Wrap a CLI's main: a SearchboxError (or a full disk) becomes `searchbox: <reason>` and exit 2, Ctrl-C exit 130."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs) -> int:
@@ -49,6 +113,11 @@ def cli(main):
             return main(*args, **kwargs)
         except SearchboxError as exc:
             _say(exc)
+            return 2
+        except Exception as exc:  # a full disk anywhere in its causes; anything else as it was
+            if no_space(exc) is None:
+                raise
+            _say(_found(exc, DiskFull) or DiskFull.of(exc, os.getcwd()))
             return 2
         except KeyboardInterrupt:
             print("searchbox: interrupted", file=sys.stderr)
@@ -58,7 +127,7 @@ def cli(main):
 
 
 def task(fn):
-    """Wrap a Hydra task: a SearchboxError becomes `searchbox: <reason>` and SystemExit(2), Ctrl-C (or SIGTERM) exit 130.
+    """Wrap a Hydra task: a SearchboxError (or a full disk) becomes `searchbox: <reason>` and SystemExit(2), Ctrl-C (or SIGTERM) exit 130.
 
     A task's return value is its job's result (Hydra keeps it), so unlike `cli` the error exits instead of returning.
     """
@@ -69,6 +138,11 @@ def task(fn):
             return fn(*args, **kwargs)
         except SearchboxError as exc:
             _say(exc)
+            raise SystemExit(2) from None
+        except Exception as exc:  # a full disk anywhere in its causes; anything else as it was
+            if no_space(exc) is None:
+                raise
+            _say(_found(exc, DiskFull) or DiskFull.of(exc, os.getcwd()))
             raise SystemExit(2) from None
         except KeyboardInterrupt:
             print("searchbox: interrupted: finished runs are kept; the same command again finishes the rest", file=sys.stderr)

@@ -147,3 +147,89 @@ def test_sweep_grades_with_a_judge_at_its_own_endpoint(tmp_path):
                   srv.url, tmp_path / "dead")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "judge" in out and "Traceback" not in out  # a dead judge fails before any run
+
+
+def test_a_model_that_only_sends_nul_commands_still_gives_results(tmp_path):
+    """Every call the model makes is malformed (bash refuses NUL): the runs are results, counted in runs.parquet, exit 0."""
+    nul = {"tool_calls": [{"name": "bash", "arguments": {"command": "echo a\u0000b"}}]}
+    with ScriptedServer([nul] * 200) as srv:
+        proc = _sweep(["tools=none", "budget=2", "questions.limit=2", "harness.max_steps_per_turn=3"], srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 2 and (runs["malformed_calls"] > 0).all() and set(runs["stop_reason"]) == {"budget_spent"}
+    calls = pd.read_parquet(tmp_path / "default" / "tool_calls.parquet")
+    assert calls["malformed"].all() and "incomplete" not in out
+
+
+def test_harness_group_and_flag(tmp_path):
+    for args in (["harness=native"], ["harness=default"], []):
+        proc = subprocess.run([sys.executable, "-m", "searchbox.sweep", *args, "--cfg", "job"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0 and "kind: native" in proc.stdout, proc.stderr[-2000:]
+    proc = _sweep(["harness.kind=telepathy", "questions.limit=1"], "http://127.0.0.1:9", tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "harness.kind='telepathy'" in out and "native" in out and "Traceback" not in out
+
+
+# ---- the sweep directory under faults (issue 20): one launch at a time, claimed runs, stale temporaries, a full disk -----
+def test_second_launch_into_a_held_directory_refuses_in_one_line(tmp_path):
+    from searchbox.sweepdir import SweepBusy, hold_launch
+
+    lock = hold_launch(tmp_path / "sw", "first")
+    probe = subprocess.run([sys.executable, "-c", "import sys; from searchbox.sweepdir import hold_launch; hold_launch(sys.argv[1])",
+                            str(tmp_path / "sw")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert probe.returncode != 0 and "SweepBusy" in probe.stderr and f"pid {os.getpid()}" in probe.stderr
+    with pytest.raises(SweepBusy, match="in use by another launch"):
+        hold_launch(tmp_path / "sw")  # another open of the lock file, in this process too
+    lock.release()
+    hold_launch(tmp_path / "sw").release()  # free again once released
+
+
+def test_stale_tmp_folders_of_dead_processes_are_removed_and_claimed_ones_kept(tmp_path):
+    from searchbox.sweepdir import claim_run, clean_stale
+
+    runs = tmp_path / "sw" / "runs"
+    dead = runs / ".tmp-aaaa-999999"
+    (dead / "work" / "dataroom").mkdir(parents=True)
+    os.chmod(dead / "work" / "dataroom", 0o555)  # read-only, as a run's dataroom is
+    live = runs / ".tmp-bbbb-123"
+    live.mkdir()
+    with claim_run(runs, "bbbb") as mine:
+        assert mine
+        assert clean_stale(runs) == [dead.name]
+        assert live.exists() and not dead.exists()
+        with claim_run(runs, "bbbb", give_up=lambda: True) as again:  # a second claimant (another thread or job) waits or gives up
+            assert again is False
+    assert clean_stale(runs) == [live.name]
+
+
+def test_atomic_write_leaves_no_temporary_when_the_write_fails(tmp_path, monkeypatch):
+    import errno
+
+    from searchbox import paths
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(paths.os, "fsync", full)
+    with pytest.raises(OSError):
+        paths.atomic_write(tmp_path / "state.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_is_one_line_naming_the_path():
+    import errno
+
+    from searchbox.errors import DiskFull, cli
+
+    @cli
+    def main():
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", "/nonexistent/sweep/runs/x/trace.jsonl")
+        except OSError as exc:
+            raise RuntimeError("a later failure") from exc
+
+    assert main() == 2
+    text = str(DiskFull.of(OSError(errno.EDQUOT, "Disk quota exceeded", "/nonexistent/a"), "/"))
+    assert text.startswith("disk full writing /nonexistent/a (") and "free space on that file system" in text and "\n" not in text
