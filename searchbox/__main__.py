@@ -41,12 +41,13 @@ def _build_plan() -> str:
 
 
 def _threads() -> str:
-    from .threads import available_cores, plan, whole_machine
+    from .threads import available_cores, other_load, plan, whole_machine
 
     cores, shared = available_cores(), whole_machine()
-    where = "the whole machine, shared: one core kept free" if shared else "an allocation: used whole"
-    return (f"{where}. 1 slot: {plan(cores, 1, True, shared=shared).describe()}. "
-            f"model.parallel=2: {plan(cores, 2, True, shared=shared).describe()}")
+    load = other_load()[0] if shared else 0.0
+    where = f"the whole machine, shared: {load:.1f} core(s) busy with other work now" if shared else "an allocation: used whole"
+    return (f"{where}. 1 slot: {plan(cores, 1, True, shared=shared, load=load).describe()}. "
+            f"model.parallel=2: {plan(cores, 2, True, shared=shared, load=load).describe()}")
 
 
 def _model() -> str:

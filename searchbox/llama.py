@@ -307,10 +307,11 @@ class LlamaServer:
         """One server of cfg.parallel slots; threads default to the thread plan for them (searchbox.threads)."""
         binary = ensure_server(cfg.server_bin, progress)
         if threads is None:
-            from .threads import available_cores, plan, whole_machine
+            from .threads import available_cores, other_load, plan, whole_machine
 
+            shared = whole_machine()
             threads = plan(available_cores(), cfg.parallel, True, server_gpu=bool(server_devices(binary)), may_split=False,
-                           shared=whole_machine()).server_threads
+                           shared=shared, load=other_load()[0] if shared else 0.0).server_threads
         return cls(binary, ensure_model(cfg.gguf, progress), cfg.ctx_size, cfg.parallel, cfg.server_args, threads=threads)
 
     @property

@@ -13,7 +13,7 @@ import pytest
 
 from searchbox import llama
 from searchbox.errors import SetupError
-from searchbox.threads import available_cores, plan, whole_machine
+from searchbox.threads import available_cores, other_load, plan, whole_machine
 from tests.fakes.commands import SWEEP
 
 
@@ -169,7 +169,8 @@ def test_server_command_takes_threads_from_the_plan_and_offloads_on_a_gpu_build(
 
     (tmp_path / "m.gguf").write_bytes(b"GGUF")  # a single server (searchbox.run, the web app) follows the plan too
     server = llama.LlamaServer.from_config(ModelConfig(server_bin=str(cpu_bin), gguf=str(tmp_path / "m.gguf"), parallel=2))
-    assert server.threads == plan(available_cores(), 2, True, may_split=False, shared=whole_machine()).server_threads
+    load = other_load()[0] if whole_machine() else 0.0  # measured once a minute per process: the same the server got
+    assert server.threads == plan(available_cores(), 2, True, may_split=False, shared=whole_machine(), load=load).server_threads
 
 
 def test_gpu_check_fails_clearly_without_a_gpu(tmp_path):
@@ -211,6 +212,7 @@ def test_sweep_on_two_embedded_servers_sized_by_the_thread_plan(tmp_path, real_h
     assert "2 runs in flight" in proc.stderr and "[sweep] 4/4 runs done" in proc.stderr
     for url in runs["served_endpoint"].unique():  # each server ran with the plan's threads (2 servers share the cores)
         log = max(llama.cache_dir("logs").glob(f"llama-server-*-{url.rsplit(':', 1)[1]}.log"), key=lambda p: p.stat().st_mtime)
-        expected = plan(available_cores(), 2, False, servers=2, shared=whole_machine()).server_threads
+        load = json.loads((tmp_path / "default" / "threads.json").read_text())["load"] if whole_machine() else 0.0  # the sweep's stored load
+        expected = plan(available_cores(), 2, False, servers=2, shared=whole_machine(), load=load).server_threads
         assert f"n_threads = {expected}" in log.read_text(errors="replace")
     assert _llama_pids() <= before

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -14,18 +15,30 @@ from searchbox import threads
 from searchbox.threads import ThreadPlan, plan
 
 
-def test_one_run_at_a_time_shares_all_but_one_core_with_both_pools():
-    p = plan(2, 1, True)
-    assert (p.runs, p.server_threads, p.torch_threads, p.blas_threads) == (1, 1, 1, 1)
-    p = plan(8, 1, True)
-    assert (p.server_threads, p.torch_threads) == (7, 7)
-    assert plan(1, 1, True).server_threads == 1
+def test_one_run_on_a_quiet_machine_gets_every_core():
+    p = plan(2, 1, True, load=0.0)
+    assert (p.runs, p.server_threads, p.torch_threads, p.blas_threads) == (1, 2, 2, 1) and "every core" in p.why
+    assert plan(8, 1, True, load=0.2).server_threads == 8  # a shell or a cron job is noise, not a core's worth
+    assert plan(1, 1, True, load=3.0).server_threads == 1
 
 
-def test_an_allocation_is_used_whole():
-    p = plan(2, 1, True, shared=False)  # Slurm's cpus_per_task, taskset: nobody else runs on these cores
-    assert (p.server_threads, p.torch_threads) == (2, 2) and "left" not in p.why
-    assert plan(8, 1, False, shared=False).server_threads == 8
+def test_one_run_on_a_loaded_machine_leaves_the_busy_cores():
+    p = plan(2, 1, True, load=1.0)  # a busy process on one core: the server takes the other
+    assert (p.server_threads, p.torch_threads) == (1, 1) and "1 core(s) left to other work" in p.why and p.load == 1.0
+    assert plan(8, 1, True, load=2.6).server_threads == 5
+    assert plan(8, 1, True, load=40.0).server_threads == 1  # never below one thread, whatever the load
+    assert plan(2, 1, True, load=0.31).server_threads == 1  # just past the noise floor: a core's worth
+
+
+def test_an_allocation_is_used_whole_whatever_the_load():
+    p = plan(2, 1, True, shared=False, load=1.5)  # Slurm's cpus_per_task, taskset: nobody else runs on these cores
+    assert (p.server_threads, p.torch_threads) == (2, 2) and "left" not in p.why and p.load == 0.0
+    assert plan(8, 1, False, shared=False, load=6.0).server_threads == 8
+
+
+def test_reserve_rounds_measured_load_to_whole_cores():
+    assert [threads.reserve_for(x, 4) for x in (0.0, 0.3, 0.31, 1.3, 1.31, 2.9, 9.0)] == [0, 0, 1, 1, 2, 3, 3]
+    assert threads.reserve_for(5.0, 1) == 0
 
 
 def test_whole_machine_follows_the_affinity_mask():
@@ -46,7 +59,9 @@ def test_two_slots_on_two_cores_become_two_single_threaded_servers():
     p = plan(2, 2, True, may_split=False)  # threads given by hand, or weights not mmap'd: the asked layout stays
     assert (p.servers, p.slots_per_server, p.server_threads) == (1, 2, 1)
     p = plan(16, 2, True)
-    assert (p.servers, p.server_threads, p.torch_threads) == (1, 11, 2)  # 4 cores to the embedders, one spare
+    assert (p.servers, p.server_threads, p.torch_threads) == (1, 11, 2)  # 4 cores to the embedders, one to the harnesses
+    p = plan(16, 2, True, load=3.0)  # overlapping runs on a loaded machine: the busy cores come off the servers' share
+    assert (p.servers, p.server_threads, p.torch_threads) == (1, 9, 2)
     p = plan(16, 4, False, servers=2)  # no dense tools: the servers share what is left
     assert (p.runs, p.server_threads, p.torch_threads) == (4, 7, 1)
 
@@ -65,22 +80,69 @@ def test_external_and_gpu_servers():
 
 
 @pytest.mark.parametrize("embeds", [True, False])
-def test_pools_leave_a_core_spare_and_overlapping_runs_get_disjoint_shares(embeds):
+@pytest.mark.parametrize("load", [0.0, 1.0, 2.5])
+def test_pools_leave_the_busy_cores_and_overlapping_runs_get_disjoint_shares(embeds, load):
     for cores, slots, servers, jobs in itertools.product([1, 2, 3, 4, 8, 16, 64], [1, 2, 3, 4, 8], [1, 2, 4], [1, 2, 4]):
-        p = plan(cores, slots * servers, embeds, servers=servers, jobs=jobs)
-        case = (cores, slots, servers, jobs, p)
+        p = plan(cores, slots * servers, embeds, servers=servers, jobs=jobs, load=load)
+        case = (cores, slots, servers, jobs, load, p)
         assert p.runs >= 1 and p.torch_threads >= 1 and p.server_threads >= 1 and p.blas_threads == 1, case
         assert p.servers * p.slots_per_server >= slots * servers and p.servers <= max(servers, cores), case
         busy = min(p.servers, p.in_flight)
+        reserve = threads.reserve_for(load, cores)
         if p.servers > servers:  # spread over single-threaded processes, one per core at most
             assert p.server_threads == 1 and p.servers <= cores, case
-        elif cores > busy:
-            assert p.server_threads * busy <= cores - 1, case  # one core for the harness and the neighbours
+        elif p.in_flight > 1 and cores > busy:
+            # a core for the harnesses, and the busy ones (one thread per server at least)
+            assert p.server_threads * busy <= cores - max(1, reserve) or p.server_threads == 1, case
+            assert load or p.server_threads * busy <= cores - 1, case
         if p.in_flight == 1:
-            assert p.server_threads == p.torch_threads == max(1, cores - 1), case
+            assert p.server_threads == p.torch_threads == max(1, cores - reserve), case  # quiet: every core
         elif embeds and p.servers == servers and cores > 2 * busy:  # servers leave the embedders their quarter
             assert p.torch_threads * p.in_flight <= max(p.in_flight, cores // 4), case
-            assert p.server_threads * busy + cores // 4 <= cores - 1 or p.server_threads == 1, case
+            assert p.server_threads * busy + cores // 4 <= cores - max(1, reserve) or p.server_threads == 1, case
+
+
+def test_own_work_is_counted_by_process_tree_and_taken_off_the_load():
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 6\nwhile time.time() < end: pass"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(6)"])
+    hz = os.sysconf("SC_CLK_TCK")
+    try:
+        time.sleep(0.2)
+        mine, its = threads._own_ticks(os.getpid()), threads._own_ticks(sleeper.pid)
+        time.sleep(1.0)
+        mine, its = threads._own_ticks(os.getpid()) - mine, threads._own_ticks(sleeper.pid) - its
+        load = threads.measure_load(0.5)
+    finally:
+        for proc in (spin, sleeper):
+            proc.kill()
+            proc.wait()
+    assert mine >= 0.2 * hz and its <= 0.05 * hz, (mine, its, hz)  # the spinning child is ours; the sleeper's tree is idle
+    assert 0.0 <= load <= (os.cpu_count() or 1)
+
+
+def test_a_sweeps_load_is_decided_once_and_reused(tmp_path, monkeypatch):
+    monkeypatch.setattr(threads, "whole_machine", lambda: True)
+    monkeypatch.delenv(threads.LOAD_ENV, raising=False)
+    loads = iter([0.1, 1.7])
+    monkeypatch.setattr(threads, "other_load", lambda: (next(loads), "measured"))
+    assert threads.sweep_load(tmp_path) == 0.1
+    assert threads.sweep_load(tmp_path) == 0.1  # a relaunch under another load plans as the first launch did
+    stored = json.loads((tmp_path / threads.PLAN_FILE).read_text())
+    assert stored["load"] == 0.1 and stored["source"] == "measured" and stored["cores"] == threads.available_cores()
+    (tmp_path / threads.PLAN_FILE).write_text(json.dumps({**stored, "host": "another-node"}))
+    assert threads.sweep_load(tmp_path) == 1.7  # another host measures for itself
+
+
+def test_the_load_override_wins_and_must_be_a_number(monkeypatch, tmp_path):
+    from searchbox.errors import ConfigError
+
+    monkeypatch.setattr(threads, "whole_machine", lambda: True)
+    monkeypatch.setenv(threads.LOAD_ENV, "1")
+    assert threads.other_load() == (1.0, threads.LOAD_ENV)
+    assert threads.sweep_load(tmp_path) == 1.0 and plan(2, 1, True, load=1.0).server_threads == 1  # the old one-core reserve
+    monkeypatch.setenv(threads.LOAD_ENV, "lots")
+    with pytest.raises(ConfigError, match=threads.LOAD_ENV):
+        threads.other_load()
 
 
 def test_exported_plan_is_used_only_on_its_own_host(monkeypatch):
