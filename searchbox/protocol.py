@@ -8,6 +8,7 @@ protocols drive the same loop to the same artifacts.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import uuid
@@ -58,32 +59,47 @@ def _call_id() -> str:
 # ---- generation bounds of the constrained JSON protocol -----------------------------------------
 # llama-server turns the response schema into a grammar, so a bound in the schema is a bound on what the
 # model can generate: with none, SmolLM2 filled a string (then, once strings were capped at 120 characters,
-# the `paths` array) with a repeating phrase until max_tokens, so the call never closed and no tool ran.
-# maxLength 48 plus maxItems 4 gave complete, valid calls in under 190 tokens (max_tokens is 256). These are
-# generation bounds only: the catalog's schemas (and its validation bounds) stay as they are, the prompt
-# shows no bound, and the native protocol sends the catalog's schemas unchanged.
-JSON_SCHEMA_VERSION = 2  # 1: the catalog's schemas as they are; 2: GenerationBounds on every string and array
+# the `paths` array) with a repeating phrase until max_tokens, so the call never closed and no tool ran;
+# maxLength 48 plus maxItems 4 gave a complete, valid call in 185 tokens (max_tokens 256). Paths and queries
+# get room for what they really hold (the packaged corpus's paths and questions), arrays of paths fewer items,
+# so that every call but write/edit fits in CALL_CHARS. These are generation bounds only: the catalog's
+# schemas (and its validation bounds) stay as they are, the prompt shows no bound, and the native protocol
+# sends the catalog's schemas unchanged.
+JSON_SCHEMA_VERSION = 2  # 1: no string or array bound in the grammar; 2: GenerationBounds on every string, array and whole number
 BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # "off": schema version 1 (an ablation: benchmarks/main_command.py)
 REPETITION_CAP = 2000  # llama.cpp's grammar parser: a longer {0,N} is silently unbounded (or refused, by version)
+# The longest call any tool but write/edit can be made to generate, in characters (compact JSON): SmolLM2's
+# runaway text ran about 2.8 characters per token, so about 170 tokens, well inside its max_tokens of 256.
+CALL_CHARS = 480
 
 
 @dataclass(frozen=True)
 class GenerationBounds:
-    """Most characters per string and items per array the JSON protocol lets a model generate."""
+    """Most characters per string and items per array the JSON protocol lets a model generate, by argument kind."""
 
-    text: int = 48  # queries, questions, patterns, paths, globs, labels, texts: a phrase
+    text: int = 48  # patterns, globs, labels, the texts of a list, a file name: a phrase
+    query: int = 96  # a search query or question (the packaged questions run 47-163 characters, median 88)
+    path: int = 112  # a path (the packaged corpus's, dataroom/ included, run 20-106 characters, median 68)
     command: int = 160  # a bash command line
     content: int = 1200  # what write and edit put into a file: a paragraph
-    items: int = 4  # every array (paths, texts, documents, labels)
-    wide: tuple[tuple[str, str, str], ...] = (  # (tool, argument, which bound) for the arguments wider than `text`
-        ("bash", "command", "command"), ("write", "content", "content"), ("edit", "old", "content"), ("edit", "new", "content"),
+    items: int = 4  # items of an array of texts
+    path_items: int = 2  # items of an array of paths (a search's scope): each may be a long path
+    kinds: tuple[tuple[str, str], ...] = (  # catalog argument name -> kind; every other string is `text`
+        ("path", "path"), ("paths", "path"), ("query", "query"), ("question", "query"), ("command", "command"),
+        ("content", "content"), ("old", "content"), ("new", "content"),
     )
+    # Numbers generated as whole numbers within the catalog's range: llama.cpp's grammar enforces an integer's
+    # minimum and maximum but not a number's (SmolLM2 sent bash timeouts of 1000000000000000.0000000000000001).
+    whole: tuple[str, ...] = ("timeout",)
 
-    def chars(self, tool: str, argument: str) -> int:
-        for t, a, which in self.wide:
-            if (t, a) == (tool, argument):
-                return getattr(self, which)
-        return self.text
+    def kind(self, argument: str) -> str:
+        return dict(self.kinds).get(argument, "text")
+
+    def chars(self, argument: str) -> int:
+        return getattr(self, self.kind(argument))
+
+    def max_items(self, argument: str) -> int:
+        return self.path_items if self.kind(argument) == "path" else self.items
 
 
 def json_bounds() -> Optional[GenerationBounds]:
@@ -91,7 +107,7 @@ def json_bounds() -> Optional[GenerationBounds]:
     return None if os.environ.get(BOUNDS_ENV, "").strip().lower() in ("off", "0", "false", "no") else GenerationBounds()
 
 
-def bounded(tool: str, schema: dict, limits: Optional[GenerationBounds]) -> dict:
+def bounded(schema: dict, limits: Optional[GenerationBounds]) -> dict:
     """A tool's parameter schema with every free string and every array bounded for generation (a copy; the
     catalog's own bounds win where they are tighter). Enums, consts, patterns and formats are left alone.
 
@@ -115,11 +131,14 @@ def bounded(tool: str, schema: dict, limits: Optional[GenerationBounds]) -> dict
             out.pop("maxLength", None)
             out.pop("maxItems", None)
             return out
+        if "number" in types and argument in limits.whole and "minimum" in node and "maximum" in node:
+            out.update(type="integer", minimum=math.ceil(node["minimum"]), maximum=math.floor(node["maximum"]))
         if "string" in types and free:
-            limit = min(limits.chars(tool, argument), REPETITION_CAP)
+            limit = min(limits.chars(argument), REPETITION_CAP)
             out["maxLength"] = max(min(int(node.get("maxLength", limit)), limit), int(node.get("minLength", 0)))
         if "array" in types:
-            out["maxItems"] = max(min(int(node.get("maxItems", limits.items)), limits.items), int(node.get("minItems", 0)))
+            items = limits.max_items(argument)
+            out["maxItems"] = max(min(int(node.get("maxItems", items)), items), int(node.get("minItems", 0)))
         return out
 
     return walk(schema, "")
@@ -248,7 +267,7 @@ class JsonProtocol:
             {
                 "type": "object",
                 "properties": {"tool": {"const": t["name"]},
-                               "arguments": bounded(t["name"], t.get("parameters") or {"type": "object"}, self.limits)},
+                               "arguments": bounded(t.get("parameters") or {"type": "object"}, self.limits)},
                 "required": ["tool", "arguments"],
                 "additionalProperties": False,
             }
