@@ -173,43 +173,94 @@ class Progress:
     """One line per finished run: done/total of this launch (not of older runs in the directory), failures, ETA.
 
     Each job of a launch writes its run keys under `.launches/<launch id>/`, so a count can span jobs in other
-    processes; runs found done count as done, runs another grid left in the directory do not.
+    processes; runs found done count as done, runs another grid left in the directory do not. The ETA weights
+    every run by the turns it is expected to take (the launch's plan.json, written by SweepCallback) and prices
+    them at the launch's own pace, pooled over its jobs (each writes `<job>.pace`): runs of budget 1 and 30 no
+    longer average into one pace per run. Each finished run also updates this machine's stored rate.
     """
 
     REFRESH_S = 2.0  # how often the key files and DONE markers are read again
+    _told_first_estimate = False  # once per process: the estimate measured on the first run, when none was stored
 
-    def __init__(self, sweep_dir: Path, job_num: int, keys: list[str]):
+    def __init__(self, sweep_dir: Path, job_num: int, keys: list[str], clock: Callable[[], float] = time.monotonic):
+        from .sweep_plan import GridPoint
+
+        self.clock = clock
         self.runs_root = sweep_dir / "runs"
-        self.started = time.monotonic()
+        self.started = clock()
         self.finished_here = 0
         self.failed = 0
+        self.job = job_num
         info = sweep_dir / "sweep.json"
         launch = json.loads(info.read_text()) if info.exists() else {}
-        self.total = launch.get("jobs", 1) * len(keys)
         self.plans = sweep_dir / ".launches" / str(launch.get("launch", "single"))
         atomic_write(self.plans / f"{job_num}.keys", "\n".join(keys))
-        self.done: set[str] = set()
+        plan: dict = {}
+        with contextlib.suppress(OSError, ValueError):
+            plan = json.loads((self.plans / "plan.json").read_text())
+        self.plan = plan
+        self.points = [GridPoint(**p) for p in plan.get("points") or []]
+        self.turns_of = {p.job: p.turns for p in self.points}
+        self.turns_of.setdefault(job_num, 1.0)  # a sweep without a plan (no multirun): every run weighs one turn
+        self.total = sum(p.runs for p in self.points) if self.points else launch.get("jobs", 1) * len(keys)
+        exported = threads.exported()
+        self.jobs_at_once = exported.jobs if exported else 1
+        self.turns_here = 0.0
+        self.done_by_job: dict[int, set[str]] = {}
         self.counted_at = -math.inf
+
+    @property
+    def done(self) -> set[str]:
+        return set().union(*self.done_by_job.values()) if self.done_by_job else set()
 
     def count(self) -> int:
         from .collect import DONE
 
-        if time.monotonic() - self.counted_at >= self.REFRESH_S:
-            keys = {k for f in self.plans.glob("*.keys") for k in f.read_text().split()}
-            self.done |= {k for k in keys - self.done if (self.runs_root / k / DONE).exists()}
-            self.counted_at = time.monotonic()
+        if self.clock() - self.counted_at >= self.REFRESH_S:
+            for f in self.plans.glob("*.keys"):
+                if not f.stem.isdigit():
+                    continue
+                seen = self.done_by_job.setdefault(int(f.stem), set())
+                seen |= {k for k in set(f.read_text().split()) - seen if (self.runs_root / k / DONE).exists()}
+            self.counted_at = self.clock()
         return len(self.done)
 
+    def turns_left(self) -> float:
+        """Expected turns of this launch's runs not done yet: jobs that started count their DONE markers, the others
+        what the plan found done."""
+        if not self.points:
+            return max(0, self.total - len(self.done)) * self.turns_of[self.job]
+        left = 0.0
+        for p in self.points:
+            done = len(self.done_by_job[p.job]) if p.job in self.done_by_job else (p.done or 0)
+            left += p.turns * max(0, p.runs - done)
+        return left
+
     def update(self, ok: bool, label: str, key: str) -> None:
+        from .sweep_plan import Pace, duration, eta_s, first_estimate, record_run
+
         self.finished_here += 1
         self.failed += 0 if ok else 1
         if ok:
-            self.done.add(key)
+            self.done_by_job.setdefault(self.job, set()).add(key)
+            self.turns_here += self.turns_of[self.job]
+            with contextlib.suppress(OSError, ValueError):  # the stored rate is a nicety: never cost the sweep a run
+                record_run(json.loads((self.runs_root / key / "run_meta.json").read_text()))
+        with contextlib.suppress(OSError):
+            atomic_write(self.plans / f"{self.job}.pace", json.dumps({"wall_s": self.clock() - self.started, "turns": self.turns_here}))
+        paces = []
+        for f in self.plans.glob("*.pace"):
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                paces.append(Pace(**json.loads(f.read_text())))
         done = self.count()
-        pace = (time.monotonic() - self.started) / self.finished_here
-        remaining = max(0, self.total - done)
-        eta = time.strftime("%H:%M:%S", time.gmtime(pace * remaining)) if remaining else "0:00:00"
+        left = self.turns_left()
+        seconds = eta_s(left, paces, self.jobs_at_once)
+        eta = "0 s" if done >= self.total else "?" if seconds is None else duration(seconds)
         print(f"[sweep] {done}/{self.total} runs done, {self.failed} failed here, ETA {eta} | {label}", file=sys.stderr, flush=True)
+        if self.points and not self.plan.get("rate") and not Progress._told_first_estimate and seconds is not None and done < self.total:
+            Progress._told_first_estimate = True
+            for line in first_estimate(self.points, left, paces, self.jobs_at_once, int(self.plan.get("questions") or 1)):
+                print(f"[sweep] {line}", file=sys.stderr, flush=True)
 
 
 # ---- one job -------------------------------------------------------------------------------
@@ -221,9 +272,10 @@ def uses_embedder(embedder: str, tools: Any) -> bool:
 
 
 @contextlib.contextmanager
-def job_endpoints(cfg: RunConfig, sc: SweepConfig) -> Iterator[tuple[list[Optional[str]], threads.ThreadPlan]]:
+def job_endpoints(cfg: RunConfig, sc: SweepConfig, sweep_dir: Optional[Path] = None) -> Iterator[tuple[list[Optional[str]], threads.ThreadPlan]]:
     """The job's endpoints and thread plan: model.endpoints, else the one endpoint (model.endpoint, the sweep's
-    embedded servers, $LLAMA_URL), else embedded servers started here (model.servers x model.parallel slots)."""
+    embedded servers, $LLAMA_URL), else embedded servers started here (model.servers x model.parallel slots,
+    planned for the load stored with the sweep: threads.sweep_load)."""
     base = threads.exported()  # the sweep's plan when it launched this job on this host
     cores = base.cores if base else (threads.ray_assigned_cores() or threads.available_cores())
     jobs = base.jobs if base else 1
@@ -242,7 +294,7 @@ def job_endpoints(cfg: RunConfig, sc: SweepConfig) -> Iterator[tuple[list[Option
         return
     from .llama import stop_servers
 
-    p = embedded_plan(cfg.model, cores, embeds, jobs, sc.sweep.workers)
+    p = embedded_plan(cfg.model, cores, embeds, jobs, sc.sweep.workers, threads.sweep_load(sweep_dir))
     servers = start_embedded(cfg.model, p)
     try:
         yield [srv.url for srv in servers], p
@@ -250,8 +302,9 @@ def job_endpoints(cfg: RunConfig, sc: SweepConfig) -> Iterator[tuple[list[Option
         stop_servers(servers)
 
 
-def embedded_plan(model: ModelConfig, cores: int, embeds: bool, jobs: int, workers: Optional[int]) -> threads.ThreadPlan:
-    """The thread plan (and server layout) for the embedded default's model.servers x model.parallel slots."""
+def embedded_plan(model: ModelConfig, cores: int, embeds: bool, jobs: int, workers: Optional[int], load: float = 0.0) -> threads.ThreadPlan:
+    """The thread plan (and server layout) for the embedded default's model.servers x model.parallel slots, with
+    `load` cores of other work on the machine (threads.sweep_load)."""
     from .llama import GPU_LAYER_FLAGS, THREAD_FLAGS, find_server, server_devices
 
     binary = find_server(model.server_bin)
@@ -260,7 +313,7 @@ def embedded_plan(model: ModelConfig, cores: int, embeds: bool, jobs: int, worke
     args = list(model.server_args)
     by_hand = any(a in (*THREAD_FLAGS, *GPU_LAYER_FLAGS, "--no-mmap", "--mlock") for a in args)
     p = threads.plan(cores, model.servers * model.parallel, embeds, servers=model.servers, jobs=jobs, runs=workers,
-                     server_gpu=gpu, may_split=not by_hand, shared=threads.whole_machine())
+                     server_gpu=gpu, may_split=not by_hand, shared=threads.whole_machine(), load=load)
     given = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-t", "--threads")), None)
     if given is not None and given.lstrip("-").isdigit():  # model.server_args win: say so
         p = dataclasses.replace(p, server_threads=int(given), why=f"{p.why}; -t {given} from model.server_args")
@@ -373,7 +426,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     counts = {"done": 0, "skipped": 0, "failed": 0, "redone": 0}
     last_collect = [time.monotonic()]
     stop = threading.Event()
-    with job_endpoints(cfg, sc) as (urls, plan):
+    with job_endpoints(cfg, sc, sweep_dir) as (urls, plan):
         # What serves this job is part of every run key: another model behind the same URL is another run.
         # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
         first = job_num % len(urls)
@@ -492,6 +545,103 @@ def launcher_jobs(launcher, n_jobs: int, cores: int) -> Optional[int]:
     return 1
 
 
+def job_inputs(sc: SweepConfig) -> tuple[Path, Path]:
+    """A job's dataroom and question file (the packaged ones unless the config names others)."""
+    from .dataroom import builtin_dataroom
+
+    dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
+    return dataroom, resolve_path(sc.questions.path) or Path(__file__).parent / "builtin" / "questions.jsonl"
+
+
+def sweep_grid(config) -> list[str]:
+    """The multirun's overrides: sweeper params from the config (experiments), overridden by the command line."""
+    from omegaconf import OmegaConf
+
+    params = config.hydra.sweeper.get("params")
+    params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
+    grid = {k: f"{k}={v}" for k, v in params.items()}
+    grid.update({o.split("=")[0]: o for o in config.hydra.overrides.task})
+    return list(grid.values())
+
+
+def announce_plan(config, sweep_dir: Path) -> list[str]:
+    """The sweep's plan: every job's config composed as Hydra will compose it, its runs keyed as run_job keys them
+    (those already DONE counted), each weighted by its expected turns and priced at this machine's stored rate.
+    Writes .launches/<launch>/plan.json for the jobs' ETA; returns the lines to print."""
+    from collections import Counter
+
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+
+    from .collect import DONE
+    from .grading import load_questions
+    from .identity import dataroom_identity, run_key
+    from .sweep_plan import GridPoint, describe, expected_turns, load_rate, plan_record
+
+    overrides = sweep_grid(config)
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    swept = {o.key_or_group: [str(v) for v in o.sweep_string_iterator()] for o in parsed if o.is_sweep_override()}
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and not o.key_or_group.startswith(("hydra", "sweep."))]
+    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    loader = GlobalHydra.instance().config_loader()
+    composed: list[SweepConfig] = []
+    for job in jobs:
+        job_cfg = loader.load_sweep_config(config, list(job))
+        with open_dict(job_cfg):
+            del job_cfg["hydra"]
+        composed.append(OmegaConf.to_object(job_cfg))
+    model = Counter(sc.model.name for sc in composed).most_common(1)[0][0]
+    rate = load_rate(model)
+    served_by: dict[Any, Any] = {}
+    points = []
+    questions_n = 0
+    for num, (job, sc) in enumerate(zip(jobs, composed)):
+        dataroom, qpath = job_inputs(sc)
+        questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
+        questions_n = max(questions_n, len(questions))
+        cfg = sc.run_config()
+        found = _served_for(cfg, served_by)
+        done = None
+        if found is not None:
+            served, protocol = found
+            data_id = dataroom_identity(dataroom)
+            done = sum((sweep_dir / "runs" / run_key(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
+                       for q in questions)
+        label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
+        turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
+                               rate.tokens_per_turn if rate else None)
+        points.append(GridPoint(num, label, len(questions), done, turns))
+    exported = threads.exported()
+    in_flight = exported.in_flight if exported else 1
+    info = json.loads((sweep_dir / "sweep.json").read_text())
+    atomic_write(sweep_dir / ".launches" / str(info["launch"]) / "plan.json",
+                 json.dumps(plan_record(points, swept, questions_n, rate, in_flight), indent=2))
+    return describe(points, swept, questions_n, rate, in_flight, fixed)
+
+
+def _served_for(cfg: RunConfig, cache: dict):
+    """What will serve a job and the tool protocol it will speak, as the job will find them (None when its server
+    starts only with the job, or does not answer now)."""
+    from .identity import resolved_protocol, served_identity
+    from .llm import ChatClient
+    from .pool import probe
+
+    if cfg.model.policy:
+        return served_identity(None, cfg, None), resolved_protocol(cfg)
+    given = list(cfg.model.endpoints) or [u for u in [cfg.model.endpoint] if u]
+    given = given or [u for u in os.environ.get(ENDPOINTS_ENV, "").split(",") if u] or [u for u in [os.environ.get("LLAMA_URL")] if u]
+    if not given:
+        return None
+    url = given[0]
+    if (url, cfg.model.model, cfg.model.protocol) not in cache:
+        client = ChatClient(cfg.model, url)
+        cache[(url, cfg.model.model, cfg.model.protocol)] = (
+            None if probe(url) is not None else (served_identity(client, cfg, url), resolved_protocol(cfg, client)))
+    return cache[(url, cfg.model.model, cfg.model.protocol)]
+
+
 class SweepCallback(_Callback):
     """Plans the threads of a multirun, shares its embedded llama-server(s) across the jobs, writes the final tables."""
 
@@ -508,14 +658,24 @@ class SweepCallback(_Callback):
         self.exported.append(name)
 
     def on_multirun_start(self, config, **kwargs) -> None:
+        self._start(config)
+        self._announce_plan(config)
+
+    def _announce_plan(self, config) -> None:
+        """Print the plan before the first run (grid, runs done and to go, the estimate) and store it for the jobs'
+        progress lines. A plan that cannot be made is said in one line; the sweep goes on without it."""
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            lines = announce_plan(config, sweep_dir)
+        except Exception as exc:  # the plan informs; it must never stop a sweep that would run
+            lines = [f"plan: not available ({type(exc).__name__}: {exc})"]
+        for line in lines:
+            print(f"[sweep] {line}", file=sys.stderr, flush=True)
+
+    def _start(self, config) -> None:
         from omegaconf import OmegaConf
 
-        # The grid: sweeper params from the config (experiments), overridden by the command line.
-        params = config.hydra.sweeper.get("params")
-        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
-        grid = {k: f"{k}={v}" for k, v in params.items()}
-        grid.update({o.split("=")[0]: o for o in config.hydra.overrides.task})
-        overrides = list(grid.values())
+        overrides = sweep_grid(config)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         n_jobs = count_jobs(overrides)
@@ -536,7 +696,7 @@ class SweepCallback(_Callback):
                              server_local=False)
             self._export(threads.PLAN_ENV, p.to_env())
             return
-        p = embedded_plan(model_cfg, cores, embeds, jobs_here, workers)
+        p = embedded_plan(model_cfg, cores, embeds, jobs_here, workers, threads.sweep_load(sweep_dir))
         self.servers = start_embedded(model_cfg, p)
         self._export(threads.PLAN_ENV, p.to_env())
         self._export(ENDPOINTS_ENV, ",".join(srv.url for srv in self.servers))
