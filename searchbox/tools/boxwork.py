@@ -140,7 +140,7 @@ class Mirror:
     what the call changed is written back (a change of content, mode or times moves an inode's ctime)."""
 
     skip: frozenset  # top-level names of work/ that are bound read-only (dataroom), never copied
-    root: bool = field(default_factory=lambda: os.geteuid() == 0)  # root: the tmpfs's files are handed to 65534
+    root: bool = field(default_factory=lambda: os.geteuid() == 0)  # root: what it copies is handed to 65534
     placed: dict = field(default_factory=dict)  # parts -> st_ino in the tmpfs after copy-in
     ctimes: dict = field(default_factory=dict)  # st_ino -> st_ctime_ns after copy-in (hard links share one)
     dropped: int = 0  # entries not written back (deeper than MAX_DEPTH, sockets, devices)
@@ -313,7 +313,7 @@ class Mirror:
         link = stat.S_ISLNK(st.st_mode)
         if chmod and not link:
             os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=dst)
-        if to_box and self.root:
+        if self.root:  # in the tmpfs for the box to use; on disk as before the quota (what the box made is 65534's)
             os.chown(name, SANDBOX_UID, SANDBOX_UID, dir_fd=dst, follow_symlinks=False)
         if times:
             with contextlib.suppress(OSError):
