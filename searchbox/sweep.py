@@ -409,11 +409,14 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from .identity import dataroom_identity, run_key
     from .pool import open_pool
     from .record import Gold, update_grades
+    from . import harness as harnesses
     from .run import RunInfo, execute
     from .tools import select
+    from .unfinished import JobNotes
 
     cfg = sc.run_config()
     select(cfg.tools)  # unknown tool names fail before any run
+    harnesses.load(cfg.harness.kind).check(cfg)  # so does a harness that cannot run here
     if cfg.model.servers < 1 or cfg.model.parallel < 1 or (sc.sweep.workers is not None and sc.sweep.workers < 1):
         raise ConfigError("model.servers, model.parallel and sweep.workers must be >= 1")
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
@@ -440,6 +443,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             else:
                 todo.append((q, key))
         progress = Progress(sweep_dir, job_num, keys)
+        notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions, keys)})
         if not todo:
             return counts
         if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
@@ -490,6 +494,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             counts["redone"] += out.redone
             where = f" @ {out.endpoint}" if len(pool.endpoints) > 1 else ""
             progress.update(out.ok, f"{out.question.id} {axes['tools']} budget={axes['budget']}: {out.meta['stop_reason']}{where}", out.key)
+            if not out.ok:  # no result: listed at the end of the sweep with its reason, redone by the next launch
+                notes.note(out.question.id, out.key, f"tools={axes['tools']} budget={axes['budget']}", out.meta["stop_reason"],
+                           out.meta.get("stop_detail") or "")
             if out.meta["stop_reason"] == "interrupted":
                 raise KeyboardInterrupt  # Ctrl-C stops the sweep, not just this run; finished runs are kept
             if time.monotonic() - last_collect[0] > COLLECT_EVERY_S:
@@ -515,7 +522,14 @@ def _task(cfg) -> dict:
     if not sweep_dir.is_absolute():  # a launcher's worker (Ray) may start elsewhere: relative to where the sweep was launched
         sweep_dir = Path(hc.runtime.cwd) / sweep_dir
     logging.getLogger("httpx").setLevel(logging.WARNING)  # again here: launchers' workers configure logging afresh
-    return run_job(sc, sweep_dir, list(hc.overrides.task), int(hc.job.num) if multirun else 0)
+    counts = run_job(sc, sweep_dir, list(hc.overrides.task), int(hc.job.num) if multirun else 0)
+    if not multirun:  # one job, no multirun end: say here what did not finish, and exit so
+        from .unfinished import report
+
+        code = report(sweep_dir, jobs=[0])
+        if code:
+            raise SystemExit(code)
+    return counts
 
 
 try:
@@ -708,17 +722,23 @@ class SweepCallback(_Callback):
         from .collect import collect, write
         from .llama import stop_servers
 
+        from .unfinished import report
+
+        code = 0
         try:
             sweep_dir = Path(config.hydra.sweep.dir)
             runs, turns, calls = collect([sweep_dir])
             write(sweep_dir, runs, turns, calls)
             print(f"[sweep] {len(runs)} runs -> {sweep_dir}/runs.parquet", file=sys.stderr)
+            code = report(sweep_dir)  # every run of this launch that did not finish, with its reason
         finally:
             stop_servers(self.servers)
             self.servers = []
             for name in self.exported:
                 os.environ.pop(name, None)
             self.exported = []
+        if code:
+            raise SystemExit(code)  # Hydra passes it through (callbacks swallow only Exception): the sweep is incomplete
 
 
 def main() -> None:

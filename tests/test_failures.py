@@ -66,14 +66,18 @@ def _sweep(args, url, root):
 
 
 def test_sweep_with_broken_embedder_and_small_context(tmp_path):
-    """High-tier runs on a dead embedding API are not results (redone later); context exhaustion is one."""
+    """High-tier runs on a dead embedding API are not results (redone later, listed at the end, exit 3); context exhaustion is one."""
     # tools=high runs first (two questions: one search each), then tools=none reads until the context is full.
     flood = {"tool_calls": [{"name": "bash", "arguments": {"command": "head -c 8000 /dev/zero | tr '\\0' b"}}]}
     script = [SEARCH, SEARCH] + [flood] * 12
     with ScriptedServer(script, n_ctx=1800) as srv:
         proc = _sweep(["tools=high,none", "budget=2", "questions.limit=2", "backend.embedder=api",
                        "backend.api_url=http://127.0.0.1:9/v1", "backend.cache=false", "model.max_tokens=64"], srv.url, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 3, proc.stderr[-3000:]  # the sweep is incomplete, and says which questions and why
+    listed = [line for line in proc.stderr.splitlines() if "run " in line and "tool_error" in line]
+    assert "incomplete: 2 run(s) did not finish" in proc.stderr and len(listed) == 2, proc.stderr[-3000:]
+    assert {"nw01", "nw02"} == {line.split()[1] for line in listed} and all("tools=high" in line for line in listed)
+    assert "Traceback" not in proc.stderr
     runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
     assert set(runs["tools"]) == {"none"}  # the tool_error runs are not in the table: a relaunch redoes them
     assert list(runs["stop_reason"]) == ["context_exhausted"] * 2
