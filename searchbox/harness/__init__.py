@@ -2,6 +2,15 @@
 
 The table maps a `harness.kind` to its class ("module:Class", imported on first use), so config validation can
 list the kinds without importing any harness.
+
+A harness that runs its own loop (Pi over JSON-lines RPC in the box) plugs in as a Harness subclass:
+`check` refuses before any run when it is not installed, `identity` returns what the run key needs beyond the
+config (its version, the extension and prompts searchbox adds), `run`/`resume` get the same RunContext as the
+native loop. Its channel forwards each chat request through `accounting.Accountant` over the run's Ledger
+(`begin_turn`/`end_turn` per prompt-to-idle, `check_deadlines`, `chat`, `account`, `check_token_budget`,
+`check_budget_after_turn`, `stop_of`, `fill`), and its tool calls through `ctx.toolset.call`, so tokens, time,
+stops, tool rows (`record.ToolRow`) and turn rows (`record.TurnRow`) mean what they mean for the native loop.
+Its checkpoint is `ctx.recorder.checkpoint({"harness": kind, ...})` with its own state dumped by `state.dump`.
 """
 
 from __future__ import annotations
