@@ -29,12 +29,29 @@ BLAS_ENV = ("OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"
 BLAS_THREADS = 1
 
 
+def slurm_cores() -> Optional[int]:
+    """Inside a Slurm job: the CPUs it was given per task (SLURM_CPUS_PER_TASK, else SLURM_CPUS_ON_NODE); None outside one.
+
+    A site whose TaskPlugin does not bind CPUs (task/none) leaves the affinity mask at the whole node: these say
+    what the job may use."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
 def available_cores() -> int:
-    """The cores this process may run on (its affinity mask: Slurm's and taskset's limits count), not the machine's."""
+    """The cores this process may run on (its affinity mask: Slurm's and taskset's limits count, and a Slurm job's
+    CPU count where the mask is wider), not the machine's."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        mask = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        mask = max(1, os.cpu_count() or 1)
+    given = slurm_cores()
+    return min(mask, given) if given else mask
 
 
 @dataclass(frozen=True)
@@ -77,8 +94,9 @@ class ThreadPlan:
 
 def whole_machine() -> bool:
     """Whether this process may run on every core of the machine (no Slurm allocation, taskset or cpuset): then
-    other work may share the cores at any time, and the plan leaves it the cores it is measured to use."""
-    return available_cores() >= (os.cpu_count() or 1)
+    other work may share the cores at any time, and the plan leaves it the cores it is measured to use. A Slurm job
+    is an allocation even when it holds every core of its node."""
+    return slurm_cores() is None and available_cores() >= (os.cpu_count() or 1)
 
 
 def reserve_for(load: float, cores: int) -> int:
