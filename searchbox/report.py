@@ -1,8 +1,12 @@
 """`python -m searchbox.report SWEEP_DIR... --out results/NAME`: figures (PNG + SVG) and a markdown summary.
 
 Every table splits by every condition (each varying design column); CIs resample questions;
-paired comparisons hold every other condition fixed. The paper-style figures (analysis/paper.py) are
-drawn when the design has the axes they need; summary.md names the ones left out and why.
+paired comparisons hold every other condition fixed, and every one of them is written: all in
+paired_comparisons.csv, and in summary.md up to MD_PAIRS rows (summary.md says which). The headline
+grade (`--grader auto`, the default) is the judge when the runs were graded with one, else `correct`
+(the answer line asserts the gold and nothing contradicting it); `contains` is shown beside it as the
+lenient measure. The paper-style figures (analysis/paper.py) are drawn when the design has the axes
+they need; summary.md names the ones left out and why.
 """
 
 from __future__ import annotations
@@ -14,11 +18,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import FIGURES, Frames, accuracy_table, comparisons, load, save, search_style_table, time_split, tool_usage
+from .analysis import (FIGURES, LENIENT, Frames, accuracy_table, comparisons, headline_grader, load, save, search_style_table, time_split,
+                       tool_usage)
 from .analysis.paper import PAPER_FIGURES, applies
 from .errors import SearchboxError, cli
 
-GRADER_CHOICES = ("contains", "exact_match", "f1", "judge")
+GRADER_CHOICES = ("auto", "correct", "contains", "exact_match", "f1", "judge")
+PAIRS_CSV = "paired_comparisons.csv"
+MD_PAIRS = 100  # paired comparisons shown in summary.md; all of them are in PAIRS_CSV
+MEANING = {"judge": "an LLM judge's verdict on the answer part", "correct": "the answer line asserts the gold and nothing contradicting it",
+           "contains": "the gold occurs somewhere in the answer part, whatever else it says (lenient)",
+           "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
 
 
 def _fmt(value, floatfmt: str) -> str:
@@ -52,9 +62,27 @@ def _per_condition(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary(frames: Frames, grader: str, label: str, skipped: dict[str, str] | None = None) -> str:
-    """The markdown summary; `skipped`: paper figures not drawn, with why (not in this design)."""
+def resolve_grader(runs: pd.DataFrame, grader: str | None) -> str:
+    """`auto` (or None) is the headline grader of these runs; any other name is itself."""
+    return headline_grader(runs) if grader in (None, "auto") else grader
+
+
+def _headline_note(runs: pd.DataFrame, grader: str) -> list[str]:
+    line = f"Headline grade: `{grader}`: {MEANING.get(grader, grader)}."
+    if grader == LENIENT and "correct" not in runs:
+        line += (" These tables carry no `correct` grade (graded before grader-3): regrade them with "
+                 "`python -m searchbox.grade SWEEP_DIR` for the strict grade.")
+    elif grader != LENIENT:
+        line += f" `{LENIENT}` is shown beside it as the lenient measure ({MEANING[LENIENT]})."
+    return [line]
+
+
+def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, str] | None = None, pairs: pd.DataFrame | None = None,
+            pairs_csv: str | None = None) -> str:
+    """The markdown summary; `skipped`: paper figures not drawn, with why (not in this design); `pairs`: the paired
+    comparisons (computed when None), all of which are in `pairs_csv` when it is given."""
     runs, conds = frames.runs, frames.conditions
+    grader = resolve_grader(runs, grader)
     parts = [f"# searchbox report: {label}", ""]
     if runs.empty:
         return "\n".join(parts + ["No finished runs found."]) + "\n"
@@ -64,23 +92,30 @@ def summary(frames: Frames, grader: str, label: str, skipped: dict[str, str] | N
     parts += [f"{len(runs)} runs, {runs['question_id'].nunique() if 'question_id' in runs else '?'} questions; "
               f"model(s): {', '.join(models) or '?'}" + (f" (served as {', '.join(served)})" if served else "") + ".",
               f"Conditions (every design column that varies): {', '.join(conds) if conds else 'one condition'}.",
-              f"Grader version(s): {', '.join(versions) or 'unknown'}. Means weigh each question equally; 95% CIs resample questions.", ""]
+              f"Grader version(s): {', '.join(versions) or 'unknown'}. Means weigh each question equally; 95% CIs resample questions.",
+              *_headline_note(runs, grader), ""]
     if conds and "question_id" in runs and runs.groupby(conds, dropna=False)["question_id"].apply(lambda q: frozenset(q.astype(str))).nunique() > 1:
         parts += ["Question sets differ between conditions (see `questions` per row): compare means only over the same questions; "
                   "the paired comparisons below use the questions both arms share.", ""]
     parts += ["## Runs per condition", "", _md(_per_condition(runs, conds)), ""]
     parts += [f"## Accuracy ({grader}) per condition", "", _md(accuracy_table(runs, grader, design=frames.design)), ""]
-    for other in ("exact_match", "f1", "judge"):
+    for other in ("correct", LENIENT, "exact_match", "f1", "judge"):
         if other != grader and other in runs and runs[other].notna().any():
-            parts += [f"### {other}", "", _md(accuracy_table(runs, other, design=frames.design)), ""]
+            title = f"{other} (lenient)" if other == LENIENT else other
+            parts += [f"### {title}", "", f"{MEANING[other][0].upper()}{MEANING[other][1:]}.", "",
+                      _md(accuracy_table(runs, other, design=frames.design)), ""]
     if "evidence_recall" in runs and runs["evidence_recall"].notna().any():
         parts += ["## Evidence recall per condition", "",
                   "Share of each question's gold files whose content reached the agent in a tool output.", "",
                   _md(accuracy_table(runs, "evidence_recall", design=frames.design)), ""]
-    pairs = comparisons(runs, grader, frames.design)
+    pairs = comparisons(runs, grader, frames.design) if pairs is None else pairs
+    shown = pairs[pairs["grader"] == grader] if "grader" in pairs else pairs
+    where = (f"All {len(shown)} are below" if len(shown) <= MD_PAIRS else f"The first {MD_PAIRS} of {len(shown)} are below")
+    also = f" (and the same for `{LENIENT}`)" if grader != LENIENT and "grader" in pairs and (pairs["grader"] == LENIENT).any() else ""
+    where += f"; every one{also} is in [{pairs_csv}]({pairs_csv})." if pairs_csv else "."
     parts += [f"## Paired comparisons ({grader}, same questions)", "",
               "a minus b per question, averaged; CI from resampling questions; McNemar's exact test on binary grades "
-              "(a_only: a right and b wrong).", "", _md(pairs), ""]
+              f"(a_only: a right and b wrong). {where}", "", _md(shown.head(MD_PAIRS)), ""]
     tok_cols = [c for c in ("tokens_prompt", "tokens_cached", "tokens_completion", "tokens_total", "turns", "tool_calls",
                             "malformed_replies") if c in runs]
     if tok_cols:
@@ -99,9 +134,15 @@ def summary(frames: Frames, grader: str, label: str, skipped: dict[str, str] | N
     return "\n".join(parts) + "\n"
 
 
-def build(dirs: list[Path], out: Path, grader: str = "contains", label: str | None = None) -> list[Path]:
+def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None = None) -> list[Path]:
     frames = load(dirs)
-    written = []
+    grader = resolve_grader(frames.runs, grader)
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = comparisons(frames.runs, grader, frames.design)
+    if grader != LENIENT and LENIENT in frames.runs:
+        pairs = pd.concat([pairs, comparisons(frames.runs, LENIENT, frames.design)], ignore_index=True)
+    pairs.to_csv(out / PAIRS_CSV, index=False)
+    written = [out / PAIRS_CSV]
     for name, make in FIGURES.items():
         written += save(make(frames, grader), out, name)
     skipped = {}
@@ -111,7 +152,7 @@ def build(dirs: list[Path], out: Path, grader: str = "contains", label: str | No
             written += save(make(frames, grader), out, name)
         else:
             skipped[name] = why
-    (out / "summary.md").write_text(summary(frames, grader, label or out.name, skipped), encoding="utf-8")
+    (out / "summary.md").write_text(summary(frames, grader, label or out.name, skipped, pairs, PAIRS_CSV), encoding="utf-8")
     written.append(out / "summary.md")
     return written
 
@@ -121,7 +162,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox.report", description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep directories (with runs.parquet, or run dirs to collect)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grader", default="contains", choices=GRADER_CHOICES)
+    parser.add_argument("--grader", default="auto", choices=GRADER_CHOICES,
+                        help="the headline grade (auto: the judge when configured, else correct; contains is the lenient one)")
     parser.add_argument("--label", default=None)
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.exists()]

@@ -175,3 +175,67 @@ def test_load_counts_a_run_once_across_sweeps(sweep, tmp_path):
     frames = load([sweep, sweep])
     assert len(frames.runs) == 800 and len(frames.turns) == 1600 and len(frames.calls) == 1600
     assert "retrieval_hit" not in frames.runs.columns  # schema-1 grade from paths, not evidence
+
+
+# ---- comparisons that never drop silently (issue 19) ---------------------------------------------------
+def _grid(models=("m1", "m2", "m3", "m4"), tools=("high", "low", "none"), budgets=(1, 2, 4), questions=6):
+    rows = []
+    for m in models:
+        for t in tools:
+            for b in budgets:
+                for q in range(questions):
+                    rows.append({"run_id": f"{m}-{t}-{b}-{q}", "question_id": f"q{q}", "model": m, "tools": t, "budget": b,
+                                 "correct": float((q + b) % 3 == 0), "contains": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_comparisons_are_never_cut():
+    """tools_x_budget's shape: 4 models x 3 tiers x 3 budgets gives 75 comparisons (the old cut kept 60, dropping 15 model ones)."""
+    table = comparisons(_grid(), "correct", n_boot=50)
+    assert len(table) == 24 + 24 + 27
+    assert (table["vary"] == "model").sum() == 27 and (table["vary"] == "tools").sum() == 24
+    assert table["n_questions"].eq(6).all()
+
+
+def test_arm_values_match_whatever_their_type():
+    runs = _grid(models=("m1",), tools=("none",), budgets=(4, 16))
+    runs["force_budget"] = True
+    res = paired_comparison(runs, "correct", {"budget": 16.0, "force_budget": "true"}, {"budget": "4"}, n_boot=50)
+    assert res["n_questions"] == 6 and res["a"] == "budget=16.0, force_budget=true"
+    as_text = runs.assign(budget=runs["budget"].astype(str))  # a column read back as strings matches numbers too
+    assert paired_comparison(as_text, "correct", {"budget": 16}, {"budget": 4.0}, n_boot=50)["n_questions"] == 6
+
+
+def test_an_arm_that_matches_no_run_is_an_error():
+    from searchbox.analysis import EmptyArm
+
+    runs = _grid(models=("m1",), tools=("none",), budgets=(4, 16))
+    with pytest.raises(EmptyArm, match=r"arm a \(budget=32\): no run has budget=32; budget has 4, 16"):
+        paired_comparison(runs, "correct", {"budget": 32}, {"budget": 4})
+    with pytest.raises(EmptyArm, match="no column 'retriever'"):
+        paired_comparison(runs, "correct", {"budget": 4}, {"budget": 16, "retriever": "bm25"})
+    two = _grid(models=("m1", "m2"), tools=("none",), budgets=(4, 16))
+    two = two[~((two["model"] == "m2") & (two["budget"] == 16))]
+    with pytest.raises(EmptyArm, match="never together"):
+        paired_comparison(two, "correct", {"model": "m2", "budget": 16}, {"model": "m2", "budget": 4})
+
+
+def test_missing_values_are_a_level_and_absent_levels_no_comparison():
+    runs = _grid(models=("m1", "m2"), tools=("none", "high"), budgets=(1,))
+    runs["retriever"] = np.where(runs["model"] == "m1", None, "bm25")
+    runs = runs[~((runs["model"] == "m2") & (runs["tools"] == "high"))]  # m2 ran only the reference tier
+    table = comparisons(runs, "correct", n_boot=50)
+    assert sorted(zip(table["vary"], table["context"])) == [("model", "tools=none"), ("tools", "model=m1")]  # m2 has no high
+    res = paired_comparison(runs, "correct", {"retriever": None, "tools": "high"}, {"retriever": float("nan"), "tools": "none"}, n_boot=50)
+    assert res["n_questions"] == 6  # None and NaN are one missing value
+
+
+def test_headline_grader_prefers_the_judge_then_correct():
+    from searchbox.analysis import headline_grader
+
+    runs = _grid(models=("m1",), tools=("none",), budgets=(1,))
+    assert headline_grader(runs) == "correct"
+    assert headline_grader(runs.drop(columns="correct")) == "contains"  # tables graded before `correct`
+    assert headline_grader(runs.assign(judge=np.nan)) == "correct"  # a judge column with no verdicts is no judge
+    assert headline_grader(runs.assign(judge=1.0)) == "judge"
+    assert accuracy_table(runs)["mean"].iloc[0] == pytest.approx(runs["correct"].mean())  # the default is the headline

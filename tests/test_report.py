@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import matplotlib
+import pandas as pd
 import pytest
 
 from searchbox import report
-from searchbox.analysis import FIGURES
+from searchbox.analysis import FIGURES, load
 from tests.fakes.runs import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +91,43 @@ def test_report_keeps_every_condition_apart_and_compares_pairs(design, tmp_path)
     pairs = summary.split("## Paired comparisons")[1].split("\n## ")[0]
     assert "| tools | budget=1, force_budget=False | tools=high | tools=none | 3 | 1.000 | 0.000 | 1.000 |" in pairs
     assert "malformed_replies" in summary
+    assert "All 12 are below" in pairs and "[paired_comparisons.csv](paired_comparisons.csv)" in pairs
+    table = pd.read_csv(tmp_path / "out" / "paired_comparisons.csv")
+    assert len(table) == 12 and set(table["vary"]) == {"tools", "budget", "force_budget"}  # every comparison, none cut
+
+
+def test_summary_says_where_every_comparison_is(design, monkeypatch):
+    monkeypatch.setattr(report, "MD_PAIRS", 5)
+    frames = load([design])
+    text = report.summary(frames, "auto", "x", skipped={}, pairs_csv="paired_comparisons.csv")
+    pairs = text.split("## Paired comparisons")[1].split("\n## ")[0]
+    assert "The first 5 of 12 are below; every one" in pairs and pairs.count("\n| contains | ") == 5
+
+
+def _graded(grades_of):
+    def make(s):
+        for m in ("smollm", "qwen"):
+            for q in ("nw01", "nw02"):
+                make_run(s, f"{m}-{q}", question_id=q, dataroom=None, model=m, grades=grades_of(m), axes={"model": m})
+    return make
+
+
+@pytest.mark.parametrize("grades_of,headline", [
+    (lambda m: {"correct": float(m == "qwen"), "contains": 1.0, "grader_version": "g3"}, "correct"),
+    (lambda m: {"correct": 0.0, "contains": 1.0, "judge": float(m == "qwen"), "grader_version": "g3"}, "judge"),
+    (lambda m: {"contains": float(m == "qwen"), "grader_version": "g2"}, "contains"),
+])
+def test_headline_is_correct_or_the_judge_with_contains_as_the_lenient_measure(tmp_path, grades_of, headline):
+    sweep = tmp_path / "s"
+    _graded(grades_of)(sweep)
+    text = report.summary(load([sweep]), "auto", "x", skipped={})
+    assert f"Headline grade: `{headline}`:" in text and f"## Accuracy ({headline}) per condition" in text
+    accuracy = text.split(f"## Accuracy ({headline}) per condition")[1].split("\n#")[0]
+    assert "| qwen | 2 | 2 | 1.000 |" in accuracy and "| smollm | 2 | 2 | 0.000 |" in accuracy
+    if headline == "contains":
+        assert "no `correct` grade" in text and "python -m searchbox.grade" in text
+    else:
+        assert "### contains (lenient)" in text and "`contains` is shown beside it as the lenient measure" in text
 
 
 def test_report_cli_in_a_fresh_process(tmp_path):

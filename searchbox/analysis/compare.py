@@ -1,16 +1,20 @@
 """Paired comparison of two arms on the same questions: bootstrap of the mean difference, McNemar for binary grades.
 
     from searchbox.analysis import paired_comparison
-    paired_comparison(frames.runs, "contains", {"tools": "high", "budget": 4}, {"tools": "none", "budget": 4})
+    paired_comparison(frames.runs, "correct", {"tools": "high", "budget": 4}, {"tools": "none", "budget": 4})
 
-An arm is a set of column values. Each arm must name one condition: when its runs still differ in
-another condition column (say budget), the comparison is refused rather than pooled. Replicate runs
-(seeds) of a question are averaged first, so every question counts once.
+An arm is a set of column values. A value matches its column whatever its type (16, 16.0 and "16" are
+one budget; True and "true" one flag; None and NaN a missing value); an arm that matches no run is an
+error naming the column and the values it has, never an empty comparison. Each arm must name one
+condition: when its runs still differ in another condition column (say budget), the comparison is
+refused rather than pooled. Replicate runs (seeds) of a question are averaged first, so every question
+counts once. `comparisons` makes every comparison of a design, with no cut: the report writes them all.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Iterable, Optional
 
 import numpy as np
@@ -21,18 +25,50 @@ from .frames import cells, conditions, grades, label
 from .stats import N_BOOT, mcnemar_exact, paired_bootstrap
 
 COLUMNS = ["grader", "vary", "context", "a", "b", "n_questions", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "a_only", "b_only", "mcnemar_p"]
+MISSING = "<missing>"
+_NUMERIC = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 class PooledArm(SearchboxError):
     """An arm of a comparison spans more than one condition."""
 
 
-def _select(runs: pd.DataFrame, arm: dict) -> pd.Series:
+class EmptyArm(SearchboxError):
+    """An arm of a comparison matches no run."""
+
+
+def value_key(value) -> str:
+    """One spelling per value, whatever its type: 16 = 16.0 = "16", True = "true", None = NaN (missing)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
+        return MISSING
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return format(float(value), ".15g")
+    text = str(value)
+    if _NUMERIC.fullmatch(text.strip()):
+        return format(float(text), ".15g")
+    return text.lower() if text.lower() in ("true", "false") else text
+
+
+def _keys(series: pd.Series) -> pd.Series:
+    return series.astype(object).map(value_key)
+
+
+def _select(runs: pd.DataFrame, arm: dict, name: str = "") -> pd.Series:
+    """The runs of an arm; EmptyArm naming the column (and the values it has) when it matches none."""
     mask = pd.Series(True, index=runs.index)
     for key, value in arm.items():
         if key not in runs.columns:
-            raise PooledArm(f"no column {key!r} in these runs")
-        mask &= runs[key].astype(str) == str(value)
+            raise EmptyArm(f"arm {name} ({label(arm)}): no column {key!r} in these runs")
+        hit = _keys(runs[key]) == value_key(value)
+        if not hit.any():
+            have = sorted(set(_keys(runs[key])), key=lambda v: (not _NUMERIC.fullmatch(v), float(v) if _NUMERIC.fullmatch(v) else 0, v))
+            raise EmptyArm(f"arm {name} ({label(arm)}): no run has {key}={value!r}; {key} has {', '.join(have[:20])}"
+                           + (f" and {len(have) - 20} more" if len(have) > 20 else ""))
+        mask &= hit
+    if not mask.any():
+        raise EmptyArm(f"arm {name} ({label(arm)}) matches no run: each value exists, never together")
     return mask
 
 
@@ -47,11 +83,11 @@ def paired_comparison(runs: pd.DataFrame, grader: str, a: dict, b: dict, design:
     conds = conditions(runs, design)
     arms = []
     for name, arm in (("a", a), ("b", b)):
-        rows = runs[_select(runs, arm)]
+        rows = runs[_select(runs, arm, name)]
         for col in conds:
-            if col not in arm and rows[col].astype(str).nunique() > 1:
-                raise PooledArm(f"arm {name} ({label(arm)}) pools {col} = {', '.join(sorted(rows[col].astype(str).unique()))}: give it a value")
-        arms.append(_per_question(rows, grader) if not rows.empty else pd.Series(dtype=float))
+            if col not in arm and _keys(rows[col]).nunique() > 1:
+                raise PooledArm(f"arm {name} ({label(arm)}) pools {col} = {', '.join(sorted(set(_keys(rows[col]))))}: give it a value")
+        arms.append(_per_question(rows, grader))
     qa, qb = arms[0].align(arms[1], join="inner")
     diff, lo, hi = paired_bootstrap((qa - qb).to_numpy(), n_boot=n_boot, seed=seed)
     binary = bool(len(qa)) and np.isin(qa.to_numpy(), (0.0, 1.0)).all() and np.isin(qb.to_numpy(), (0.0, 1.0)).all()
@@ -70,10 +106,10 @@ def _levels(series: pd.Series) -> list:
         return sorted(values, key=str)
 
 
-def comparisons(runs: pd.DataFrame, grader: str = "contains", design: Optional[Iterable[str]] = None, max_rows: int = 60,
-                n_boot: int = N_BOOT) -> pd.DataFrame:
+def comparisons(runs: pd.DataFrame, grader: str = "correct", design: Optional[Iterable[str]] = None, n_boot: int = N_BOOT) -> pd.DataFrame:
     """For each condition column, each level against a reference (tools=none, else the lowest), every other
-    condition held fixed: one paired comparison per row."""
+    condition held fixed: one paired comparison per row, every one of them (a pair whose arms share no graded
+    question is a row with n_questions 0, not left out). A level absent from a context is no comparison."""
     if runs.empty or grader not in runs.columns or "question_id" not in runs.columns:
         return pd.DataFrame(columns=COLUMNS)
     conds = conditions(runs, design)
@@ -82,13 +118,13 @@ def comparisons(runs: pd.DataFrame, grader: str = "contains", design: Optional[I
         levels = _levels(runs[col])
         ref = "none" if col == "tools" and "none" in levels else levels[0]
         others = [c for c in conds if c != col]
-        for context, _ in cells(runs, others):
+        for context, group in cells(runs, others):
+            present = set(_keys(group[col]))
+            if value_key(ref) not in present:
+                continue
             for level in levels:
-                if level == ref:
+                if level == ref or value_key(level) not in present:
                     continue
                 res = paired_comparison(runs, grader, {**context, col: level}, {**context, col: ref}, design, n_boot=n_boot)
-                if res["n_questions"]:
-                    rows.append({**res, "vary": col, "context": label(context), "a": f"{col}={level}", "b": f"{col}={ref}"})
-                if len(rows) >= max_rows:
-                    return pd.DataFrame(rows, columns=COLUMNS)
+                rows.append({**res, "vary": col, "context": label(context), "a": f"{col}={level}", "b": f"{col}={ref}"})
     return pd.DataFrame(rows, columns=COLUMNS)

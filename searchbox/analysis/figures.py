@@ -1,13 +1,16 @@
 """The figures, drawn from tidy frames with matplotlib's object API (no pyplot global state).
 
 Every figure splits by every condition (frames.conditions): as the x axis, a colour (hue), or one
-panel per remaining combination; n per point or bar is written on the figure.
+panel per remaining combination; n per point or bar is written on the figure. Accuracy is the grade
+passed in, by default the headline grader (frames.headline_grader: the judge when configured, else
+`correct`); the axis label names it.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -47,8 +50,8 @@ def _title(fig: Figure, text: str, shown: int, total: int) -> None:
     fig.suptitle(text + (f" ({shown} of {total} conditions; all in summary.md)" if total > shown else ""))
 
 
-def accuracy_vs_budget(frames: Frames, grader: str = "contains") -> Figure:
-    runs, conds = frames.runs, frames.conditions
+def accuracy_vs_budget(frames: Frames, grader: Optional[str] = None) -> Figure:
+    runs, conds, grader = frames.runs, frames.conditions, grader or frames.headline
     table = accuracy_table(runs, grader, design=frames.design)
     if table.empty or table["n"].sum() == 0:
         return _empty(Figure(figsize=(6.5, 4.2), layout="constrained"), f"'{grader}' grades")
@@ -88,7 +91,7 @@ def accuracy_vs_budget(frames: Frames, grader: str = "contains") -> Figure:
     return fig
 
 
-def tokens_per_turn_figure(frames: Frames, grader: str = "contains") -> Figure:
+def tokens_per_turn_figure(frames: Frames, grader: Optional[str] = None) -> Figure:
     conds = frames.conditions
     data = tokens_per_turn(frames.turns, conds)
     if data.empty:
@@ -113,7 +116,7 @@ def tokens_per_turn_figure(frames: Frames, grader: str = "contains") -> Figure:
     return fig
 
 
-def tool_choice_figure(frames: Frames, grader: str = "contains", top: int = 10) -> Figure:
+def tool_choice_figure(frames: Frames, grader: Optional[str] = None, top: int = 10) -> Figure:
     conds = frames.conditions
     usage = tool_usage(frames.calls, conds)
     if usage.empty:
@@ -139,7 +142,7 @@ def tool_choice_figure(frames: Frames, grader: str = "contains", top: int = 10) 
     return fig
 
 
-def time_split_figure(frames: Frames, grader: str = "contains") -> Figure:
+def time_split_figure(frames: Frames, grader: Optional[str] = None) -> Figure:
     conds = frames.conditions
     data = time_split(frames.runs, conds)
     if data.empty:
@@ -163,8 +166,8 @@ def time_split_figure(frames: Frames, grader: str = "contains") -> Figure:
 EVIDENCE_BINS = ("no gold evidence", "some gold evidence", "all gold evidence")
 
 
-def evidence_vs_accuracy(frames: Frames, grader: str = "contains") -> Figure:
-    runs, conds = frames.runs, frames.conditions
+def evidence_vs_accuracy(frames: Frames, grader: Optional[str] = None) -> Figure:
+    runs, conds, grader = frames.runs, frames.conditions, grader or frames.headline
     if runs.empty or "evidence_recall" not in runs or grader not in runs or runs["evidence_recall"].notna().sum() == 0:
         return _empty(Figure(figsize=(6.5, 3.8), layout="constrained"), "evidence grades (regrade with `python -m searchbox.grade`)")
     r = pd.to_numeric(runs["evidence_recall"], errors="coerce")
@@ -197,7 +200,8 @@ def evidence_vs_accuracy(frames: Frames, grader: str = "contains") -> Figure:
     return fig
 
 
-def grep_vs_dense(frames: Frames, grader: str = "contains") -> Figure:
+def grep_vs_dense(frames: Frames, grader: Optional[str] = None) -> Figure:
+    grader = grader or frames.headline
     table = search_style_table(frames, grader)
     if table.empty:
         return _empty(Figure(figsize=(7, 3.8), layout="constrained"), "runs")

@@ -18,7 +18,9 @@ import pandas as pd
 from ..config import OPERATIONAL_FIELDS
 from .stats import cluster_bootstrap
 
-GRADERS = ("contains", "exact_match", "f1", "judge", "evidence_recall")
+GRADERS = ("correct", "contains", "exact_match", "f1", "judge", "evidence_recall")
+HEADLINE_ORDER = ("judge", "correct", "contains")  # the judge when the sweep was graded with one; contains only for tables graded before `correct`
+LENIENT = "contains"
 MALFORMED = "(malformed)"  # schema-1 tool_calls rows that were malformed replies, not calls
 # Axis names of tables written before the design was recorded in their metadata.
 KNOWN_AXES = ("model", "tools", "budget", "budget_unit", "token_metric", "force_budget", "retriever", "backend", "dataroom",
@@ -39,6 +41,11 @@ class Frames:
     @property
     def conditions(self) -> list[str]:
         return conditions(self.runs, self.design)
+
+    @property
+    def headline(self) -> str:
+        """The headline grader of these runs (headline_grader)."""
+        return headline_grader(self.runs)
 
 
 def _design_candidates(runs: pd.DataFrame, design: Optional[Iterable[str]]) -> list[str]:
@@ -163,16 +170,26 @@ def with_conditions(df: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> pd
 
 
 # ---- tables -------------------------------------------------------------------------------------
+def headline_grader(runs: pd.DataFrame) -> str:
+    """The grade the headline figures and tables use: `judge` when these runs were graded with one, else `correct`
+    (the primary string grade), else `contains` (tables graded before `correct` existed: regrade them)."""
+    for grader in HEADLINE_ORDER:
+        if grader in runs.columns and pd.to_numeric(runs[grader], errors="coerce").notna().any():
+            return grader
+    return "correct"
+
+
 def grades(runs: pd.DataFrame, grader: str) -> pd.Series:
     return pd.to_numeric(runs[grader], errors="coerce") if grader in runs.columns else pd.Series(np.nan, index=runs.index)
 
 
-def accuracy_table(runs: pd.DataFrame, grader: str = "contains", by: Iterable[str] = (), design: Optional[Iterable[str]] = None,
+def accuracy_table(runs: pd.DataFrame, grader: Optional[str] = None, by: Iterable[str] = (), design: Optional[Iterable[str]] = None,
                    n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Mean of a grader per condition (the `by` columns plus every condition), with a 95% CI that resamples
-    questions (cluster bootstrap), the number of graded runs `n` and of questions `n_questions`.
+    """Mean of a grader (default: the headline grader) per condition (the `by` columns plus every condition), with a
+    95% CI that resamples questions (cluster bootstrap), the number of graded runs `n` and of questions `n_questions`.
 
     The mean weighs each question equally (the mean over questions of each question's mean grade)."""
+    grader = grader or headline_grader(runs)
     keys = [k for k in dict.fromkeys([*by, *conditions(runs, design)]) if k in runs.columns]
     cols = [*keys, "n", "n_questions", "mean", "ci_low", "ci_high"]
     if runs.empty or grader not in runs.columns:
@@ -254,9 +271,10 @@ def search_style(calls: pd.DataFrame) -> pd.DataFrame:
     return df.groupby("run_id")[["lexical", "dense"]].any().reset_index()
 
 
-def search_style_table(frames: Frames, grader: str = "contains") -> pd.DataFrame:
-    """Accuracy per condition, question type and search style (neither, grep, dense, grep+dense)."""
+def search_style_table(frames: Frames, grader: Optional[str] = None) -> pd.DataFrame:
+    """Accuracy (default: the headline grader) per condition, question type and search style (neither, grep, dense, grep+dense)."""
     runs = frames.runs
+    grader = grader or headline_grader(runs)
     if runs.empty:
         return pd.DataFrame(columns=[*frames.conditions, "question_type", "style", "n", "n_questions", "mean", "ci_low", "ci_high"])
     df = runs.merge(search_style(frames.calls), on="run_id", how="left")

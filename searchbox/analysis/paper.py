@@ -7,7 +7,8 @@ each question equally and 95% CIs resample questions (frames.accuracy_table); n 
 questions) is written at every bar and point. `applies(frames, name)` says why a design lacks what
 a figure needs (None when it fits): the report draws only the figures that fit, and a figure asked
 for on a design it does not fit says "not in this design" instead of drawing something misleading.
-Each entry of PAPER_FIGURES is `fn(frames, grader) -> Figure`, like analysis.figures.FIGURES.
+Each entry of PAPER_FIGURES is `fn(frames, grader) -> Figure`, like analysis.figures.FIGURES (grader None: the
+headline grader).
 """
 
 from __future__ import annotations
@@ -151,18 +152,19 @@ def _tier_delivery_figure(frames: Frames, panels: list[tuple[str, str, bool]], t
 
 
 # ---- the figures --------------------------------------------------------------------------------
-def grep_vs_vector(frames: Frames, grader: str = "contains") -> Figure:
+def grep_vs_vector(frames: Frames, grader: Optional[str] = None) -> Figure:
     """Accuracy and evidence recall, one bar per tier x delivery, grouped by every other condition (model first)."""
     why = applies(frames, "paper_grep_vs_vector")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    grader = grader or frames.headline
     panels = [(grader, f"accuracy ({grader})", True)]
     if "evidence_recall" in frames.runs.columns and frames.runs["evidence_recall"].notna().any():
         panels.append(("evidence_recall", "evidence recall (share of gold files seen)", True))
     return _tier_delivery_figure(frames, panels, "Retrieval tier x result delivery (means over questions, 95% CI resampling questions)")
 
 
-def tokens_by_delivery(frames: Frames, grader: str = "contains") -> Figure:
+def tokens_by_delivery(frames: Frames, grader: Optional[str] = None) -> Figure:
     """What delivery costs: prompt tokens and tool calls per run, per tier x delivery, grouped by the other conditions."""
     why = applies(frames, "paper_tokens_by_delivery")
     if why is None and not {"tokens_prompt", "tool_calls"} <= set(frames.runs.columns):
@@ -237,11 +239,12 @@ def _shown(shown: int, total: int) -> str:
     return f"; {shown} of {total} panels shown, all in summary.md" if total > shown else ""
 
 
-def noise_curves(frames: Frames, grader: str = "contains") -> Figure:
+def noise_curves(frames: Frames, grader: Optional[str] = None) -> Figure:
     """Accuracy and evidence recall vs noise ratio: a panel per combination of the other conditions (tiers as lines), 95% CI bands."""
     why = applies(frames, "paper_noise")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    grader = grader or frames.headline
     runs = frames.runs.assign(noise=pd.to_numeric(frames.runs["noise"], errors="coerce"))
     metrics = [(grader, f"accuracy ({grader})")]
     if "evidence_recall" in runs.columns and runs["evidence_recall"].notna().any():
@@ -258,11 +261,12 @@ def noise_curves(frames: Frames, grader: str = "contains") -> Figure:
     return fig
 
 
-def budget_by_type(frames: Frames, grader: str = "contains") -> Figure:
+def budget_by_type(frames: Frames, grader: Optional[str] = None) -> Figure:
     """Accuracy vs budget: a row per question type (single-hop vs multi-hop), a panel per other condition, lines by tier or forcing."""
     why = applies(frames, "paper_budget_by_type")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    grader = grader or frames.headline
     runs = frames.runs.assign(question_type=frames.runs["question_type"].fillna("").astype(str).replace("", "unknown"))
     table, lines = _table(frames, runs, grader, ["question_type", "budget"])
     budgets = sorted(table["budget"].unique())
