@@ -310,7 +310,8 @@ def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s
          extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota]) -> ShellResult:
     stage = None
     if quota is not None:
-        sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly), *(extra_ro or {})]
+        sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly), *(extra_ro or {}),
+                   shutil.which("bwrap") or "/usr/bin/bwrap"]  # the wrapper execs bwrap after mounting: keep it in sight
         stage = boxwork.stage_dir(sources)
     elif mode != "none":
         grant(work, readonly)
