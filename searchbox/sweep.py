@@ -15,7 +15,6 @@ import logging
 import math
 import os
 import queue
-import shutil
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from . import errors, threads
+from . import errors, sweepdir, threads
 
 from .config import DataroomLimits, HarnessConfig, IndexConfig, ModelConfig, NoiseConfig, RetrievalConfig, RunConfig
 from .errors import ConfigError
@@ -404,11 +403,11 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     (the pools of separate processes cannot see each other's load)."""
     from .agent import INFRA_STOPS
     from .collect import DONE, collect, write
-    from .dataroom import builtin_dataroom, make_writable
+    from .dataroom import builtin_dataroom, remove_tree
     from .grading import Judge, grade, load_questions
     from .identity import dataroom_identity, run_key
     from .pool import open_pool
-    from .record import Gold, update_grades
+    from .record import Gold, read_meta, update_grades
     from . import harness as harnesses
     from .run import RunInfo, execute
     from .tools import select
@@ -459,6 +458,20 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
 
         def attempt(item) -> Outcome:
             q, key = item
+            # One process per run (sweepdir): jobs whose grid points give the same key wait for each other.
+            with sweepdir.claim_run(runs_root, key, give_up=stop.is_set) as mine:
+                if not mine:
+                    return Outcome(q, {"stop_reason": "paused"}, False, None, 0, key)
+                if (runs_root / key / DONE).exists():  # the other one finished it meanwhile
+                    return Outcome(q, read_meta(runs_root / key), True, None, 0, key)
+                try:
+                    return run_claimed(q, key)
+                except OSError as exc:  # a full disk: the run records its stop where it can; the sweep ends in one line
+                    if not sweepdir.is_disk_full(exc):
+                        raise
+                    raise sweepdir.record_disk_full(runs_root / f".tmp-{key}-{os.getpid()}", exc) from None
+
+        def run_claimed(q, key) -> Outcome:
             final = runs_root / key
             tmp = runs_root / f".tmp-{key}-{os.getpid()}"
             info = RunInfo(run_id=key, question_id=q.id, question_type=q.type, questions_path=str(qpath.resolve()),
@@ -467,10 +480,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             while True:
                 ep = pool.acquire()  # PoolExhausted when every endpoint was taken out
                 try:
-                    for stale in [final, *runs_root.glob(f".tmp-{key}-*")]:
-                        if stale.exists():  # an unfinished attempt: redo it from scratch
-                            make_writable(stale)
-                            shutil.rmtree(stale, ignore_errors=True)
+                    for stale in [final, *sweepdir.leftovers(runs_root, key)]:
+                        if stale.exists():  # an unfinished attempt (ours alone to remove: the run is claimed): redo it
+                            remove_tree(stale)
                     meta = execute(cfg, q.question, dataroom, tmp, ep.url, info=info,
                                    should_pause=lambda: stop.is_set() or (tmp / "PAUSE").exists())
                 finally:
@@ -522,7 +534,13 @@ def _task(cfg) -> dict:
     if not sweep_dir.is_absolute():  # a launcher's worker (Ray) may start elsewhere: relative to where the sweep was launched
         sweep_dir = Path(hc.runtime.cwd) / sweep_dir
     logging.getLogger("httpx").setLevel(logging.WARNING)  # again here: launchers' workers configure logging afresh
-    counts = run_job(sc, sweep_dir, list(hc.overrides.task), int(hc.job.num) if multirun else 0)
+    # A multirun's launcher holds the sweep directory for all its jobs (SweepCallback); a single run holds it itself.
+    lock = None if multirun else sweepdir.hold_launch(sweep_dir)
+    try:
+        counts = run_job(sc, sweep_dir, list(hc.overrides.task), int(hc.job.num) if multirun else 0)
+    finally:
+        if lock is not None:
+            lock.release()
     if not multirun:  # one job, no multirun end: say here what did not finish, and exit so
         from .unfinished import report
 
@@ -664,15 +682,25 @@ class SweepCallback(_Callback):
         self.exported: list[str] = []
 
     def __getstate__(self) -> dict:
-        # Ray and submitit pickle the callbacks with every job: the server processes stay with the sweep.
-        return {"servers": [], "exported": []}
+        # Ray and submitit pickle the callbacks with every job: the server processes (and the lock) stay with the sweep.
+        return {"servers": [], "exported": [], "lock": None}
 
     def _export(self, name: str, value: str) -> None:
         os.environ[name] = value  # jobs (local launchers' workers, started later) inherit it
         self.exported.append(name)
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self._start(config)
+        # Hydra only warns when a callback raises and goes on: a refusal here is one line and SystemExit.
+        try:  # the sweep directory is this launch's until its jobs end (sweepdir); a second launch into it refuses
+            self.lock = sweepdir.hold_launch(Path(config.hydra.sweep.dir))
+        except errors.SearchboxError as exc:
+            sweepdir.refuse(exc)
+        try:
+            self._start(config)
+        except Exception as exc:
+            if not sweepdir.is_disk_full(exc):
+                raise
+            sweepdir.refuse(errors.DiskFull.of(exc, config.hydra.sweep.dir))
         self._announce_plan(config)
 
     def _announce_plan(self, config) -> None:
@@ -737,6 +765,9 @@ class SweepCallback(_Callback):
             for name in self.exported:
                 os.environ.pop(name, None)
             self.exported = []
+            if getattr(self, "lock", None) is not None:
+                self.lock.release()
+                self.lock = None
         if code:
             raise SystemExit(code)  # Hydra passes it through (callbacks swallow only Exception): the sweep is incomplete
 

@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -29,6 +30,7 @@ from .errors import DiskFull, SearchboxError, no_space
 LAUNCH_LOCK = ".sweep.lock"
 TMP_PREFIX = ".tmp-"
 CLAIM_POLL_S = 0.2
+MIN_FREE = 1024**2  # a launch refuses to start with less free space than this in its directory
 _NO_FLOCK = (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 _warned = False
 
@@ -68,8 +70,8 @@ class LaunchLock:
 
 
 def hold_launch(sweep_dir: Path, launch: str = "") -> LaunchLock:
-    """Take the sweep directory for this launch (SweepBusy when another launch has it), then remove what dead
-    processes left in runs/."""
+    """Take the sweep directory for this launch (SweepBusy when another launch has it; DiskFull when its file system
+    has less than MIN_FREE left), then remove what dead processes left in runs/."""
     sweep_dir = Path(sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(sweep_dir / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -82,6 +84,9 @@ def hold_launch(sweep_dir: Path, launch: str = "") -> LaunchLock:
                                "since": time.strftime("%Y-%m-%dT%H:%M:%S")}).encode()
             os.ftruncate(fd, 0)
             os.pwrite(fd, data, 0)
+        free = shutil.disk_usage(sweep_dir).free
+        if free < MIN_FREE:  # a launch with no room to work would fail somewhere in Hydra's own writes, in a traceback
+            raise DiskFull.of(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(sweep_dir)), sweep_dir)
     except BaseException:
         os.close(fd)
         raise
@@ -157,3 +162,9 @@ def record_disk_full(run_dir: Path, exc: BaseException) -> DiskFull:
 
 def is_disk_full(exc: BaseException) -> bool:
     return no_space(exc) is not None
+
+
+def refuse(exc: SearchboxError) -> None:
+    """End the launch with the one-line reason (from a Hydra callback, where an exception would only be a warning)."""
+    print(f"searchbox: {exc}", file=sys.stderr, flush=True)
+    raise SystemExit(2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -233,3 +234,18 @@ def test_disk_full_is_one_line_naming_the_path():
     assert main() == 2
     text = str(DiskFull.of(OSError(errno.EDQUOT, "Disk quota exceeded", "/nonexistent/a"), "/"))
     assert text.startswith("disk full writing /nonexistent/a (") and "free space on that file system" in text and "\n" not in text
+
+
+def test_jobs_of_one_launch_with_the_same_run_keys_share_the_directory(tmp_path):
+    # sweep.workers is no part of a run key: two joblib jobs at once get the same keys. Each run is run once (the
+    # other job waits on its claim and finds it done); neither deletes the other's .tmp folder as stale.
+    proc = _sweep(["model=control-keyword", "tools=none", "budget=1", "questions.limit=4", "sweep.workers=1,2",
+                   "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], "http://127.0.0.1:9", tmp_path)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    runs_dir = tmp_path / "default" / "runs"
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 4 and runs["run_id"].is_unique
+    assert len(list(runs_dir.glob("*/DONE"))) == 4 and not list(runs_dir.glob(".tmp-*"))
+    starts = {r: json.loads((runs_dir / r / "run_meta.json").read_text())["started_at"] for r in runs["run_id"]}
+    assert len(set(starts.values())) == 4
