@@ -22,7 +22,7 @@ REPORT_TIMEOUT_S = 600.0
 MAX_ROWS = 5000
 # The columns the runs table shows first (others stay available); axes are added after run_id.
 PREFERRED = ("run_id", "question_id", "question_type", "stop_reason", "turns", "tool_calls", "tokens_total", "tokens_cached",
-             "elapsed_s", "contains", "exact_match", "f1", "judge", "retrieval_hit", "answer_chars")
+             "elapsed_s", "correct", "contains", "exact_match", "f1", "judge", "retrieval_hit", "answer_chars")
 
 
 def sweeps_root(outputs: Path) -> Path:
