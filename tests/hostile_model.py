@@ -212,3 +212,31 @@ def infinite_usage(tmp: Path) -> str:
     meta, _ = _model_run(tmp, [{"body": body}])
     held(meta["tokens"]["estimated_calls"] == 1, f"tokens {meta['tokens']}")
     return f"estimated and marked: prompt {meta['tokens']['prompt']}"
+
+
+@attempt("answer", "an ANSWER.md that games the lenient grade: negated or retracted gold, six authors, wrong unit, gold as an HTML blob's publisher")
+def gamed_grade(tmp: Path) -> str:
+    from searchbox.grading import Question, grade_text
+
+    games = [("It is not Apache-2.0; it is CC-BY-NC-4.0", "Apache-2.0"), ("Han Xiao? No - the author is Scott Martens", "Han Xiao"),
+             ("Han Xiao, Scott Martens, Alex C-G, Saba Sturua, Michael Günther, Bo Wang", "Scott Martens"),
+             ("It supports 32, 64, 128, 256, 512 and 768 dimensions", "768"), ("It is 38.4 feet tall", "38.4 metres"),
+             ("Maybe Scott Martens, or Han Xiao", "Scott Martens"), ("Published 2024-04-16, 2024-04-17 or 2024-04-18", "2024-04-16"),
+             ('</div><span class="kg-bookmark-author">Jina AI</span><span class="kg-bookmark-publisher">Han Xiao</span></div>', "Han Xiao")]
+    graded = [grade_text(answer, Question("q", "?", gold)) for answer, gold in games]
+    won = [answer for (answer, _), g in zip(games, graded) if g["correct"] != 0.0]
+    held(not won, f"correct credited: {won}")
+    return f"correct 0 on all {len(games)}; the lenient contains credits {sum(g['contains'] == 1.0 for g in graded)}"
+
+
+@attempt("answer", "a 200 KB one-line ANSWER.md of dates, numbers, names, licenses and negations (grading crash or blow-up?)")
+def huge_claim(tmp: Path) -> str:
+    import random
+
+    from searchbox.grading import Question, grade_text
+
+    words = ["Apache 2.0", "16 April 2024", "38.4 m", "Han Xiao", "not", "maybe", "?", "jina-v3", "8K", "2024-04-16T16:19:47Z", "(", "]"]
+    text = " ".join(random.Random(0).choice(words) for _ in range(25_000))
+    g = grade_text(text, Question("q", "?", "Han Xiao"))
+    held(g["correct"] in (0.0, 1.0) and g["contains"] in (0.0, 1.0), f"grades {g['correct']}, {g['contains']}")
+    return f"graded: correct {g['correct']}, contains {g['contains']} (the claim is read up to its first 2,000 characters)"

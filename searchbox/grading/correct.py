@@ -1,7 +1,8 @@
 """The primary grade `correct`: the answer line asserts the gold (or an alias) and nothing contradicting it.
 
 What it reads is the *claim* (grading/answer.py): the answer part's first line, joined with what it
-introduces when it ends in a colon and with the rest of its list when it is a list item. Then:
+introduces when it ends in a colon and with the rest of its list when it is a list item (its first
+CLAIM_CHARS characters). Then:
 1. A claim that is raw document markup (HTML tags other than inline emphasis) asserts nothing.
 2. Typed candidates are found in it (grading/candidates.py): licenses, dates, model ids, numbers with
    their scale and unit or counted noun, people and other named entities. The gold and each alias are
@@ -28,8 +29,9 @@ introduces when it ends in a colon and with the rest of its list when it is a li
    that the gold rounds to ("0.6B" beside "597M") or the same quantity in another unit of the same
    dimension ("126 feet" beside "38.4 metres"). Numbers compete when they are bare or count the noun
    the gold's number counts; a number of another unit or noun ("8,192 tokens" beside a parameter
-   count) is about something else. People compete with people, other entities with entities. A
-   candidate whose words repeat the question's is no claim ("the model jina-clip-v2 ...").
+   count) is about something else, and so is one in a clause dated otherwise than the question ("in
+   2023?" - "41,200, up from 36,900 in 2022"). People compete with people, other entities with
+   entities. A candidate whose words repeat the question's is no claim ("the model jina-clip-v2 ...").
 A wrong unit ("38.4 feet" for "38.4 metres") asserts nothing and contradicts the gold.
 """
 
@@ -46,6 +48,7 @@ from .candidates import Candidate, Quantity
 from .normalize import contains, fold, tokens
 
 CORRECT_VERSION = "correct-1"
+CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
 
 _NEGATION = re.compile(r"\b(?:not|never|cannot|neither|nor|none|no)\b|n['\u2019]t\b|\b(?:rather\s+than|instead\s+of|other\s+than|except|unlike)\b"
                        r"|\b(?:incorrect|wrong|false|mistaken)\b", re.IGNORECASE)
@@ -103,7 +106,7 @@ def verdict(claim: str, golds: list[str], question: str = "") -> Verdict:
     golds = [g for g in golds if g and g.strip()]
     if not golds:
         return Verdict(math.nan, "no gold answer")
-    line = fold(claim or "").strip()
+    line = fold(claim or "").strip()[:CLAIM_CHARS]
     if not line:
         return Verdict(0.0, "no answer")
     if _MARKUP.search(line):
@@ -129,8 +132,10 @@ def verdict(claim: str, golds: list[str], question: str = "") -> Verdict:
     all_parts = [p for ps in parts.values() for p in ps]
     nouns = {p.value.noun for p in [*all_parts, *matched] if p.kind == "number" and p.value.noun}
     q_tokens = tokens(question)
+    other_date = _about_another_date(found, clauses, question)
     v.contradicting = [c.text for c in found if status[id(c)] != "denied" and _competes(c, all_parts, units, nouns)
-                       and not any(_agrees(c, p, units) for p in all_parts if p.kind == c.kind) and not _echo(c, q_tokens)]
+                       and not any(_agrees(c, p, units) for p in all_parts if p.kind == c.kind) and not _echo(c, q_tokens)
+                       and not other_date(c)]
     if gold_hit is None:
         v.reason = "the gold is not asserted" + (" (it is only offered or denied)" if any(contains(line, [g]) for g in golds) else "")
     elif v.contradicting:
@@ -202,6 +207,21 @@ def _stretches(line: str, clauses: list[Clause], denied: list[tuple[int, int]]) 
             pos = max(pos, e)
         out.append(line[pos:cl.end])
     return [s for s in out if s.strip()]
+
+
+def _about_another_date(found: list[Candidate], clauses: list[Clause], question: str):
+    """A test: is candidate c in a clause dated otherwise than the question ("How many visitors in 2023?" -
+    "41,200, up from 36,900 in 2022": 36,900 is about 2022, not a second answer)? Never for dates themselves."""
+    asked = [c for c in cand.find(fold(question)) if c.kind == "date"]
+
+    def test(c: Candidate) -> bool:
+        if not asked or c.kind == "date":
+            return False
+        cl = _clause_of(c.start, clauses)
+        dates = [d for d in found if d.kind == "date" and cl is not None and cl.start <= d.start < cl.end]
+        return bool(dates) and all(not _agrees(d, q, set()) for d in dates for q in asked)
+
+    return test
 
 
 def _echo(c: Candidate, q_tokens: list[str]) -> bool:

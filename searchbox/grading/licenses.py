@@ -58,22 +58,25 @@ _NAMED_SKIP = re.compile(r"^(?:The|A|An|This|That|Its|Their|Open|Source|Software
 
 def find(text: str) -> list[tuple[int, int, str]]:
     """Every license mention in text: (start, end, canonical form), non-overlapping, in order."""
+    text = text or ""
     found: list[tuple[int, int, str]] = []
+    taken = bytearray(len(text))  # linear in the text however many mentions it holds
     for pattern, form in _FAMILIES:
-        for m in pattern.finditer(text or ""):
+        for m in pattern.finditer(text):
             if m[0].strip().upper() == "MIT" and not m[0].isupper():
                 continue  # "mit" in German, a lower-case word: only MIT itself names the license
-            _add(found, m.start(), m.end(), form(m) if callable(form) else form)
-    for m in _NAMED.finditer(text or ""):
+            _add(found, taken, m.start(), m.end(), form(m) if callable(form) else form)
+    for m in _NAMED.finditer(text):
         start = m.start() + (len(skip[0]) if (skip := _NAMED_SKIP.match(m[0])) else 0)
         words = text[start:m.end()].split()
         if len(words) >= 2:
-            _add(found, start, m.end(), " ".join(w.capitalize() if w.islower() else w for w in words))
+            _add(found, taken, start, m.end(), " ".join(w.capitalize() if w.islower() else w for w in words))
     return sorted(found)
 
 
-def _add(found: list[tuple[int, int, str]], start: int, end: int, form: str) -> None:
-    if all(end <= s or start >= e for s, e, _ in found):
+def _add(found: list[tuple[int, int, str]], taken: bytearray, start: int, end: int, form: str) -> None:
+    if not any(taken[start:end]):
+        taken[start:end] = b"\x01" * (end - start)
         found.append((start, end, form))
 
 

@@ -107,18 +107,25 @@ def _month(m: str) -> int:
 def find_dates(text: str) -> list[tuple[int, int, tuple[int, int, int | None]]]:
     """Every date written in text (steps 7 of the module docstring): (start, end, (year, month, day or None)), in order.
     Impossible dates (month 13, day 32) are no dates."""
+    text = text or ""
     found: list[tuple[int, int, tuple[int, int, int | None]]] = []
+    taken = bytearray(len(text))  # linear in the text however many dates it holds
+
+    def add(m: re.Match, value: tuple[int, int, int | None]) -> None:
+        if not any(taken[m.start():m.end()]):
+            taken[m.start():m.end()] = b"\x01" * (m.end() - m.start())
+            found.append((m.start(), m.end(), value))
+
     for pattern, order in ((_DATE_ISO, (1, 2, 3)), (_DATE_DMY, (3, 2, 1)), (_DATE_MDY, (3, 1, 2)), (_DATE_MY, (2, 1, None))):
-        for m in pattern.finditer(text or ""):
+        for m in pattern.finditer(text):
             y, mo, d = int(m[order[0]]), _month(m[order[1]]), int(m[order[2]]) if order[2] else None
-            if 1 <= mo <= 12 and (d is None or 1 <= d <= 31) and all(m.end() <= s or m.start() >= e for s, e, _ in found):
-                found.append((m.start(), m.end(), (y, mo, d)))
-    for m in _DATE_NUMERIC.finditer(text or ""):
+            if 1 <= mo <= 12 and (d is None or 1 <= d <= 31):
+                add(m, (y, mo, d))
+    for m in _DATE_NUMERIC.finditer(text):
         a, b = int(m[1]), int(m[3])
         readings = {(b, a) if 1 <= b <= 12 and 1 <= a <= 31 else None, (a, b) if 1 <= a <= 12 and 1 <= b <= 31 else None} - {None}
-        if len(readings) == 1 and all(m.end() <= s or m.start() >= e for s, e, _ in found):
-            mo, d = readings.pop()
-            found.append((m.start(), m.end(), (int(m[4]), mo, d)))
+        if len(readings) == 1:
+            add(m, (int(m[4]), *readings.pop()))
     return sorted(found)
 
 
