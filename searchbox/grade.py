@@ -213,6 +213,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         judge = Judge.connect(endpoint, args.judge_model or overrides.get("judge_model"))
     changes = regrade(args.dirs, gold, judge, args.dry_run)
     total = len(run_dirs(args.dirs))
+    if not total:
+        print(f"searchbox: warning: no run directories under {', '.join(map(str, args.dirs))}: nothing to regrade "
+              "(a committed result keeps only its tables; regrade the sweep it was collected from)", file=sys.stderr)
     if not args.dry_run:
         for d in args.dirs:
             if (d / "runs").is_dir():  # a sweep: its tables follow the new grades

@@ -324,6 +324,12 @@ def test_regrade_bad_input_is_one_line(sweep, capsys, argv, message):
     assert message in err and err.count("\n") == 1
 
 
+def test_regrade_says_when_there_is_nothing_to_regrade(tmp_path, capsys):
+    (tmp_path / "tables").mkdir()
+    assert grade_cli.main([str(tmp_path / "tables"), "--dry-run"]) == 0
+    assert "no run directories" in capsys.readouterr().err
+
+
 def test_regrade_missing_dir_and_dead_judge(tmp_path, sweep, capsys):
     assert grade_cli.main([str(tmp_path / "nope")]) == 2
     s, _ = sweep
