@@ -188,7 +188,9 @@ def test_contains_stays_lenient_where_correct_refuses():
 
 def test_missing_gold_is_missing():
     assert math.isnan(correct("Scott Martens", []))
-    assert grade_text("Scott Martens", Question("q", "?", ""))["correct"] is None
+    g = grade_text("Scott Martens", Question("q", "?", ""))
+    assert g["correct"] is None and g["correct_reason"] == "no gold answer"
+    assert "beside other candidates: Han Xiao" in grade_text("Scott Martens, Han Xiao", Question("q", "?", "Scott Martens"))["correct_reason"]
 
 
 def test_verdict_says_why():

@@ -94,11 +94,12 @@ def graded_part(answer_md: str, question: Question) -> AnswerPart:
 
 
 def grade_text(answer_md: str, question: Question) -> dict:
-    """The string grades of an ANSWER.md text: correct on the claim (the answer line with its lead-in or list),
+    """The string grades of an ANSWER.md text: correct on the claim (the answer line with its lead-in or list) and why,
     exact match and F1 on the answer line, contains (lenient) on the answer part."""
     golds, part = question.golds, graded_part(answer_md, question)
+    why = verdict(part.claim, golds, question.question)
     return {
-        "correct": _missing(correct(part.claim, golds, question.question)),
+        "correct": _missing(why.value), "correct_reason": why.reason[:300],
         "exact_match": _missing(exact_match(part.line, golds)), "f1": _missing(token_f1(part.line, golds)),
         "contains": _missing(contains(part.text, golds)), "answer_part": part.part, "graded_answer": part.text[:GRADED_CHARS],
     }
