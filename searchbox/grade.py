@@ -162,7 +162,7 @@ def check(argv: list[str]) -> int:
     question = Question("check", args.question, args.gold, list(args.alias))
     grades = grade_text(answer, question)
     part = graded_part(answer, question)
-    why = verdict(part.claim, question.golds, question.question)
+    why = verdict(part.claim, question.golds, question.question, part.after)
     out = {"correct": grades["correct"], "contains": grades["contains"], "exact_match": grades["exact_match"], "f1": grades["f1"],
            "correct_reason": why.reason, "asserted": why.asserted, "offered": why.offered, "denied": why.denied,
            "contradicting": why.contradicting, "answer_line": part.line, "claim": part.claim, "answer_part": part.part,

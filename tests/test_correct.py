@@ -80,6 +80,12 @@ CASES = [
     ("The authors are:\n\n- Scott Martens\n- Han Xiao", SCOTT, "", False),
     ("The author is:\n\n- Scott Martens\n\nHe writes about embeddings.", SCOTT, "", True),
     ("Scott Martens and Han Xiao co-wrote it.", SCOTT, "", False),
+    ("Scott Martens\nHan Xiao\nAlex C-G", SCOTT, "", False),  # alternatives line by line: all offered
+    ("Scott Martens\n\n**Han Xiao**", SCOTT, "", False),
+    ("Scott Martens\n\nHe also co-wrote two posts with Han Xiao.", SCOTT, "", True),  # prose after the answer line is context
+    ("Scott Martens\n\nScott Martens", SCOTT, "", True),
+    ("2024-04-16\n\npublished_at: 2024-04-16T16:19:47.000+02:00", ["2024-04-16"], "", True),
+    ("2024-04-16\n2024-04-18", ["2024-04-16"], "", False),
     ("Published on 2024-04-16, updated 2024-05-02 and reposted 2024-06-01.", ["2024-04-16"], "", False),  # several dates
     ("Released 2024-04-18 (the blog post came on 2024-04-20).", ["2024-04-18"], "", False),
     ("Apache-2.0 for the code, CC-BY-NC-4.0 for the weights.", CC, "", False),  # several licenses

@@ -181,6 +181,7 @@ def test_answer_part(text, part, graded):
 ])
 def test_claim_is_the_answer_line_with_its_list(text, claim):
     assert answer_part(text).claim == claim
+    assert answer_part("The authors are:\n- Han Xiao\n- Scott Martens\n\nBoth at Jina AI.").after == "Both at Jina AI."
 
 
 def test_a_path_gold_keeps_references():

@@ -97,7 +97,7 @@ def grade_text(answer_md: str, question: Question) -> dict:
     """The string grades of an ANSWER.md text: correct on the claim (the answer line with its lead-in or list) and why,
     exact match and F1 on the answer line, contains (lenient) on the answer part."""
     golds, part = question.golds, graded_part(answer_md, question)
-    why = verdict(part.claim, golds, question.question)
+    why = verdict(part.claim, golds, question.question, part.after)
     return {
         "correct": _missing(why.value), "correct_reason": why.reason[:300],
         "exact_match": _missing(exact_match(part.line, golds)), "f1": _missing(token_f1(part.line, golds)),

@@ -17,7 +17,9 @@ The agent is told to write the answer first and its sources after, under a `Sour
   contains and the judge read the whole answer part);
 - the *claim* is what the `correct` grade reads: the answer line, joined with what it introduces
   when it is a lead-in ending in a colon ("The authors are:" and the list or line after it), and
-  with the rest of its list when it is a list item, so a bulleted answer is read whole.
+  with the rest of its list when it is a list item, so a bulleted answer is read whole; the lines
+  of the answer part after the claim are `after` (where `correct` looks for values on lines of
+  their own: an answer that lists alternatives line by line offers them all).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class AnswerPart:
     line: str  # its first non-empty line
     part: str  # before_sources | whole
     claim: str = ""  # the answer line with the lead-in's continuation or the rest of its list (what `correct` reads)
+    after: str = ""  # the answer part's lines after the claim
 
 
 def is_reference(text: str) -> bool:
@@ -82,25 +85,28 @@ def answer_part(answer_md: str, keep_references: bool = False) -> AnswerPart:
     if not keep_references:
         text = strip_references(text)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return AnswerPart(text, first, part, claim_of(text))
+    claim, after = claim_of(text)
+    return AnswerPart(text, first, part, claim, after)
 
 
-def claim_of(text: str) -> str:
-    """The answer line of an answer part, joined with its lead-in's continuation or the rest of its list ("; " between)."""
+def claim_of(text: str) -> tuple[str, str]:
+    """(the claim, the lines after it): the answer line joined with its lead-in's continuation or the rest of its
+    list ("; " between)."""
     lines = [ln.strip() for ln in (text or "").splitlines() if not ln.strip().startswith(("```", "~~~"))]  # code fences frame, say nothing
     i = next((k for k, ln in enumerate(lines) if ln), None)
     if i is None:
-        return ""
+        return "", ""
     lead = ""
     if _MARKERS.sub("", lines[i]).rstrip().endswith(":"):  # a lead-in: what it introduces is the answer
         j = next((k for k in range(i + 1, len(lines)) if lines[k]), None)
         if j is None:
-            return lines[i]
+            return lines[i], ""
         lead, i = lines[i] + " ", j
-    items = [lines[i]]
+    items, end = [lines[i]], i + 1
     if _LIST_ITEM.match(lines[i]):
         for ln in lines[i + 1:]:
             if not _LIST_ITEM.match(ln):
                 break
             items.append(ln)
-    return lead + "; ".join(_LIST_ITEM.sub("", ln) for ln in items)
+            end += 1
+    return lead + "; ".join(_LIST_ITEM.sub("", ln) for ln in items), "\n".join(lines[end:]).strip()

@@ -2,7 +2,8 @@
 
 What it reads is the *claim* (grading/answer.py): the answer part's first line, joined with what it
 introduces when it ends in a colon and with the rest of its list when it is a list item (its first
-CLAIM_CHARS characters). Then:
+CLAIM_CHARS characters), and, after it, the values standing alone on lines of their own (an answer
+that lists alternatives line by line offers them all). Then:
 1. A claim that is raw document markup (HTML tags other than inline emphasis) asserts nothing.
 2. Typed candidates are found in it (grading/candidates.py): licenses, dates, model ids, numbers with
    their scale and unit or counted noun, people and other named entities. The gold and each alias are
@@ -23,7 +24,8 @@ CLAIM_CHARS characters). Then:
    candidates read (timestamps, dates in words, SPDX long names, middle initials, "1.04 billion",
    a more precise number that rounds to the gold, "8,192" for "8K"), or when its tokens (normalize.py)
    occur in an asserted stretch of the claim.
-5. Nothing may contradict it: every asserted or offered candidate of a kind the golds have must agree
+5. Nothing may contradict it: every asserted or offered candidate of a kind the golds have (a bare
+   value on a later line is offered) must agree
    with some gold part. Agreeing means: the same license, model id or date (a coarser date that fits:
    "April 2024"); the same person (middle initials and order aside) or a part of the name; a number
    that the gold rounds to ("0.6B" beside "597M") or the same quantity in another unit of the same
@@ -49,6 +51,7 @@ from .normalize import contains, fold, tokens
 
 CORRECT_VERSION = "correct-1"
 CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
+BARE_LINES = 200  # lines after the claim searched for bare values
 
 _NEGATION = re.compile(r"\b(?:not|never|cannot|neither|nor|none|no)\b|n['\u2019]t\b|\b(?:rather\s+than|instead\s+of|other\s+than|except|unlike)\b"
                        r"|\b(?:incorrect|wrong|false|mistaken)\b", re.IGNORECASE)
@@ -68,6 +71,7 @@ _BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|,(?=\s)|[()\[\]{}]|\s[-\u2013\u2014]+(?
                        r"|\s(?=(?:no\s+wait|i\s+mean|or\s+rather|scratch\s+that)\b)", re.IGNORECASE)
 _MARKUP = re.compile(r"</?(?!(?:b|strong|i|em|u|mark|code|sup|sub|br|small|s)\b)[a-z][a-z0-9]*\b[^>]*>", re.IGNORECASE)
 _PUNCT = " \t*_\"'`.,!?;:()[]{}-\u2013\u2014"
+_LIST_ITEM_MARK = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,2}[.)])\s+")
 _TYPED_ONLY = ("number", "date")  # golds with such a part are asserted by a typed candidate only (units, precision)
 
 
@@ -96,13 +100,25 @@ class Verdict:
                 "offered": self.offered, "denied": self.denied, "contradicting": self.contradicting}
 
 
-def correct(claim: str, golds: list[str], question: str = "") -> float:
+def correct(claim: str, golds: list[str], question: str = "", after: str = "") -> float:
     """1 when the claim asserts a gold and nothing contradicting it, else 0; NaN without gold (see the module docstring)."""
-    return verdict(claim, golds, question).value
+    return verdict(claim, golds, question, after).value
 
 
-def verdict(claim: str, golds: list[str], question: str = "") -> Verdict:
-    """`correct` with its reasons."""
+def bare_values(after: str) -> list[Candidate]:
+    """Values on lines of their own after the claim ("Han Xiao" alone on a line): each line that, markup and
+    punctuation aside, is one candidate and nothing else."""
+    out = []
+    for ln in fold(after or "").splitlines()[:BARE_LINES]:
+        text = _LIST_ITEM_MARK.sub("", ln).strip(_PUNCT + "#>")
+        found = cand.find(text) if text else []
+        if len(found) == 1 and found[0].start == 0 and found[0].end == len(text):
+            out.append(found[0])
+    return out
+
+
+def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -> Verdict:
+    """`correct` with its reasons; `after`: the answer part's lines after the claim, whose bare values compete."""
     golds = [g for g in golds if g and g.strip()]
     if not golds:
         return Verdict(math.nan, "no gold answer")
@@ -136,6 +152,11 @@ def verdict(claim: str, golds: list[str], question: str = "") -> Verdict:
     v.contradicting = [c.text for c in found if status[id(c)] != "denied" and _competes(c, all_parts, units, nouns)
                        and not any(_agrees(c, p, units) for p in all_parts if p.kind == c.kind) and not _echo(c, q_tokens)
                        and not other_date(c)]
+    for c in bare_values(after):  # a value alone on a later line is offered beside the answer
+        v.offered.append(c.text)
+        if _competes(c, all_parts, units, nouns) and not any(_agrees(c, p, units) for p in all_parts if p.kind == c.kind) \
+                and not _echo(c, q_tokens):
+            v.contradicting.append(c.text)
     if gold_hit is None:
         v.reason = "the gold is not asserted" + (" (it is only offered or denied)" if any(contains(line, [g]) for g in golds) else "")
     elif v.contradicting:
