@@ -25,8 +25,7 @@ that lists alternatives line by line offers them all). Then:
    a more precise number that rounds to the gold, "8,192" for "8K"), or when its tokens (normalize.py)
    occur in an asserted stretch of the claim.
 5. Nothing may contradict it: every asserted or offered candidate of a kind the golds have (a bare
-   value on a later line is offered) must agree
-   with some gold part. Agreeing means: the same license, model id or date (a coarser date that fits:
+   value on a later line is offered) must agree with some gold part. Agreeing means: the same license, model id or date (a coarser date that fits:
    "April 2024"); the same person (middle initials and order aside) or a part of the name; a number
    that the gold rounds to ("0.6B" beside "597M") or the same quantity in another unit of the same
    dimension ("126 feet" beside "38.4 metres"). Numbers compete when they are bare or count the noun
@@ -52,6 +51,7 @@ from .normalize import contains, fold, tokens
 CORRECT_VERSION = "correct-1"
 CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
 BARE_LINES = 200  # lines after the claim searched for bare values
+BARE_CHARS = 120  # a longer line is prose, not a bare value
 
 _NEGATION = re.compile(r"\b(?:not|never|cannot|neither|nor|none|no)\b|n['\u2019]t\b|\b(?:rather\s+than|instead\s+of|other\s+than|except|unlike)\b"
                        r"|\b(?:incorrect|wrong|false|mistaken)\b", re.IGNORECASE)
@@ -111,7 +111,7 @@ def bare_values(after: str) -> list[Candidate]:
     out = []
     for ln in fold(after or "").splitlines()[:BARE_LINES]:
         text = _LIST_ITEM_MARK.sub("", ln).strip(_PUNCT + "#>")
-        found = cand.find(text) if text else []
+        found = cand.find(text) if 0 < len(text) <= BARE_CHARS else []
         if len(found) == 1 and found[0].start == 0 and found[0].end == len(text):
             out.append(found[0])
     return out
