@@ -218,3 +218,32 @@ def test_verdict_says_why():
 ])
 def test_candidate_kinds(text, kinds):
     assert [c.kind for c in find(text)] == kinds
+
+
+def test_every_packaged_gold_in_the_corpus_formats():
+    """Each packaged question: its gold and aliases pass, negated they fail, and the raw front-matter value its gold
+    comes from (a published_at timestamp, a license id, "8K", an author) passes as an answer, alone or as `field: value`."""
+    import json
+    import re
+    import zipfile
+    from pathlib import Path
+
+    builtin = Path(__file__).resolve().parents[1] / "searchbox" / "builtin"
+    corpus = zipfile.ZipFile(builtin / "jina-corpus.zip")
+    files = {n.rsplit("/", 1)[-1]: n for n in corpus.namelist()}
+    field_of = {"post_date": "published_at", "post_author": "authors", "card_release_date": "release_date", "card_parameters": "parameter_size",
+                "card_license": "license", "card_input_length": "token_length", "card_dimension": "output_dimension"}
+    failures, raw_checked = [], 0
+    for line in (builtin / "jina-questions.jsonl").read_text().splitlines():
+        raw_q = json.loads(line)
+        q = Question(raw_q["id"], raw_q["question"], raw_q["answer"], raw_q.get("aliases", []))
+        for gold in q.golds:
+            if grade_text(gold, q)["correct"] != 1.0 or grade_text(f"It is not {gold}.", q)["correct"] != 0.0:
+                failures.append((q.id, gold))
+        field = field_of.get(raw_q.get("template"))
+        if field:
+            m = re.search(rf"^{field}:\s*(.*)$", corpus.read(files[q.gold_files[0]]).decode(), re.M)
+            value = m.group(1).strip().strip('"')
+            raw_checked += 1
+            failures += [(q.id, a) for a in (value, f"{field}: {value}") if grade_text(a, q)["correct"] != 1.0]
+    assert raw_checked >= 300 and not failures
