@@ -242,7 +242,7 @@ def test_every_packaged_gold_in_the_corpus_formats():
                 failures.append((q.id, gold))
         field = field_of.get(raw_q.get("template"))
         if field:
-            m = re.search(rf"^{field}:\s*(.*)$", corpus.read(files[q.gold_files[0]]).decode(), re.M)
+            m = re.search(rf"^{field}:\s*(.*)$", corpus.read(files[raw_q["gold_files"][0]]).decode(), re.M)
             value = m.group(1).strip().strip('"')
             raw_checked += 1
             failures += [(q.id, a) for a in (value, f"{field}: {value}") if grade_text(a, q)["correct"] != 1.0]
