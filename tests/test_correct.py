@@ -246,4 +246,4 @@ def test_every_packaged_gold_in_the_corpus_formats():
             value = m.group(1).strip().strip('"')
             raw_checked += 1
             failures += [(q.id, a) for a in (value, f"{field}: {value}") if grade_text(a, q)["correct"] != 1.0]
-    assert raw_checked >= 300 and not failures
+    assert raw_checked >= 100 and not failures, failures[:20]
