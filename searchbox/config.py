@@ -22,7 +22,9 @@ INDEX_BACKENDS = ("exact", "ann")
 
 # Fields that change how a run is carried out but not what it computes: left out of the run key, so
 # `model.parallel=2` or a longer timeout relaunches nothing. What served the run is keyed instead by
-# the server's own identity (identity.served_identity), not by how we reached it.
+# the server's own identity (identity.served_identity), not by how we reached it. model.server_args is here as a
+# whole, but the key holds its flags that can change the numbers (identity.semantic_server_args: all but threads,
+# slots, ports, logging, CPU pinning), and harness.today is keyed as the date it resolves to.
 OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
     "model.backoff_s", "model.max_response_bytes", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",

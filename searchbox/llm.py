@@ -193,6 +193,8 @@ class ChatClient:
             body["model"] = self.cfg.model
         if self.cfg.seed is not None:
             body.setdefault("seed", self.cfg.seed)
+        if self.slot is not None:
+            body["id_slot"] = self.slot  # start_clean: the run's own slot, never one another run warmed
         last = "no attempt"
         for attempt in range(1, self.cfg.retries + 2):
             left = math.inf if deadline is None else deadline - time.monotonic()
@@ -274,6 +276,37 @@ class ChatClient:
         settings = props.get("default_generation_settings")
         n_ctx = bounds.count(settings.get("n_ctx")) if isinstance(settings, dict) else None
         return n_ctx if n_ctx and n_ctx <= MAX_CALL_TOKENS else None
+
+    # ---- a clean llama-server slot per run ------------------------------------------------
+    slot: Optional[int] = None  # the llama-server slot every chat request is pinned to (id_slot); None: the server picks
+    slot_start: str = ""  # how the run's slot started (start_clean): erased | not erased: why | unpinned: why
+
+    def start_clean(self, slot: Optional[int] = None) -> str:
+        """Pin every chat request to llama-server slot `slot` and erase what that slot has cached, so a run never
+        continues from another run's cached prompt: a cached prefix and a fresh prefill differ in the last bits, and
+        at temperature 0 that changed whole SmolLM2 trajectories. slot None: slot 0 of a one-slot server, else no pin.
+        Returns (and keeps in slot_start) what was done; a server that refuses slot actions (HTTP 501: started
+        without --slot-save-path) is still pinned, and the run goes on recorded as not erased."""
+        props = self.get_json("/props") or {}
+        total = props.get("total_slots")
+        if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+            self.slot_start = "unpinned: no llama-server slots (/props has no total_slots)"
+            return self.slot_start
+        if slot is None and total == 1:
+            slot = 0
+        if slot is None or not 0 <= slot < total:
+            self.slot_start = f"unpinned: {total} slots, {'none' if slot is None else f'slot {slot} not one of them'} assigned"
+            return self.slot_start
+        self.slot = slot
+        budget = 3 * PROBE_TIMEOUT_S if self.deadline is None else min(3 * PROBE_TIMEOUT_S, max(1.0, self.deadline - time.monotonic()))
+        try:
+            status = self._request("POST", f"/slots/{slot}?action=erase", {}, budget)[0]
+        except (asyncio.TimeoutError, httpx.HTTPError) as exc:
+            self.slot_start = f"not erased: {type(exc).__name__}"
+        else:
+            why = " (started without --slot-save-path)" if status == 501 else ""
+            self.slot_start = "erased" if status == 200 else f"not erased: HTTP {status}{why}"
+        return self.slot_start
 
     def served_model(self) -> dict:
         """What the server says it serves: model id (/v1/models), and for llama-server its build and model file (/props)."""

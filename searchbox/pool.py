@@ -1,11 +1,12 @@
-"""The endpoint pool of a sweep job: model slots across servers, one run per slot, dead endpoints taken out."""
+"""The endpoint pool of a sweep job: model slots across servers, one run per slot (pinned to its slot id on a
+llama-server), dead endpoints taken out."""
 
 from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
 
 import httpx
 
@@ -29,6 +30,21 @@ class Endpoint:
     busy: int = 0
     dead: Optional[str] = None  # why it was taken out
     runs: int = 0  # runs dispatched to it
+    pinnable: bool = False  # a llama-server: each run is pinned to one of its slot ids (llm.ChatClient.start_clean)
+    held: set[int] = field(default_factory=set)  # slot ids of the runs in flight
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One slot of an endpoint held by one run; `slot` is the llama-server slot id the run is pinned to (None when
+    the server has no slot ids to pin to)."""
+
+    endpoint: Endpoint
+    slot: Optional[int]
+
+    @property
+    def url(self) -> Optional[str]:
+        return self.endpoint.url
 
 
 def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> Optional[str]:
@@ -46,15 +62,16 @@ def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> Optional[str]:
     return None
 
 
-def server_slots(url: str, default: int) -> int:
-    """llama-server reports its slot count in /props; other servers get `default` (model.parallel)."""
+def server_slots(url: str, default: int) -> tuple[int, bool]:
+    """(slots, pinnable): llama-server reports its slot count in /props, and its slots can be pinned by id; other
+    servers get `default` (model.parallel) and no slot ids."""
     from .llm import base_url
 
     try:
         total = httpx.get(f"{base_url(url)}/props", timeout=PROBE_TIMEOUT_S).json().get("total_slots")
     except (httpx.HTTPError, ValueError, AttributeError):
-        return default
-    return int(total) if isinstance(total, int) and total > 0 else default
+        return default, False
+    return (total, True) if isinstance(total, int) and not isinstance(total, bool) and total > 0 else (default, False)
 
 
 class EndpointPool:
@@ -76,7 +93,8 @@ class EndpointPool:
     def total_slots(self) -> int:
         return sum(e.slots for e in self.live)
 
-    def acquire(self) -> Endpoint:
+    def acquire(self) -> Lease:
+        """A free slot: on the least busy live endpoint, its lowest free slot id (so a run's slot is reproducible)."""
         with self._cond:
             while True:
                 live = self.live
@@ -88,12 +106,19 @@ class EndpointPool:
                     ep = max(free, key=lambda e: (e.slots - e.busy, -e.runs))
                     ep.busy += 1
                     ep.runs += 1
-                    return ep
+                    slot = None
+                    if ep.pinnable:
+                        slot = min(set(range(ep.slots)) - ep.held)
+                        ep.held.add(slot)
+                    return Lease(ep, slot)
                 self._cond.wait()
 
-    def release(self, ep: Endpoint) -> None:
+    def release(self, lease: Union[Lease, Endpoint]) -> None:
         with self._cond:
+            ep = lease.endpoint if isinstance(lease, Lease) else lease
             ep.busy = max(0, ep.busy - 1)
+            if isinstance(lease, Lease) and lease.slot is not None:
+                ep.held.discard(lease.slot)
             self._cond.notify_all()
 
     def take_out(self, ep: Endpoint, reason: str) -> None:
@@ -103,8 +128,9 @@ class EndpointPool:
                 self.log(f"endpoint {ep.url} taken out of the pool: {reason} ({len(self.live)} left)")
             self._cond.notify_all()
 
-    def check(self, ep: Endpoint) -> bool:
+    def check(self, ep: Union[Lease, Endpoint]) -> bool:
         """After a run failed on `ep`: is it still alive? A dead one is taken out (with its reason)."""
+        ep = ep.endpoint if isinstance(ep, Lease) else ep
         if ep.url is None or ep.dead is not None:
             return ep.dead is None
         reason = self.probe(ep.url)
@@ -134,7 +160,7 @@ def open_pool(urls: list[Optional[str]], cfg, slots_default: int, log: Callable[
         if reason is not None:
             pool.take_out(ep, reason)
             continue
-        ep.slots = server_slots(ep.url, slots_default)
+        ep.slots, ep.pinnable = server_slots(ep.url, slots_default)
         served = served_identity(ChatClient(cfg.model, ep.url), cfg, ep.url)
         served_by[ep.url] = (served, served_key(served))
         first = first or served

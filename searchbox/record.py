@@ -175,6 +175,8 @@ class Served:
     gguf_sha256: Optional[str] = None
     llama_cpp: Optional[str] = None  # llama-server build info
     policy: Optional[str] = None  # set for the non-neural controls
+    slot: Optional[int] = None  # the llama-server slot the run was pinned to (how it ran, not which run: not in the key)
+    slot_start: str = ""  # how that slot started: erased | not erased: why | unpinned: why (llm.ChatClient.start_clean)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from .config import RunConfig
 from .dataroom import Workspace, make_read_only, make_writable, open_workspace, packaged_corpus, rescan
 from .errors import SearchboxError, cli
 from .harness.base import RunContext
-from .identity import dataroom_identity, run_key, served_identity
+from .identity import dataroom_identity, resolved_protocol, run_key, served_identity
 from .llm import ChatClient, parse_metrics
 from .record import DataroomInfo, Gold, Recorder, RunRecord, read_record, read_state
 from .tools import ToolContext, Toolset, select
@@ -43,6 +43,7 @@ class RunInfo:
     gold: Optional[Gold] = None
     axes: dict = field(default_factory=dict)
     sweep: str = ""
+    slot: Optional[int] = None  # the llama-server slot the sweep's pool gave the run (None: slot 0 of a one-slot server)
 
 
 @contextlib.contextmanager
@@ -157,8 +158,11 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
     recorder = None
     ctx = ToolContext(work=ws.work, harness=cfg.harness, sandbox_mode=sandbox_mode)
     try:
+        if isinstance(client, ChatClient):  # its own llama-server slot, erased: a run never continues another's cache
+            client.start_clean(info.slot)
         record.served = served_identity(client, cfg, endpoint)
-        record.run_id = record.run_id or run_key(cfg, info.question_id, question, identity, record.served)
+        record.run_id = record.run_id or run_key(cfg, info.question_id, question, identity, record.served,
+                                                 protocol=resolved_protocol(cfg, client), gold=info.gold)
         recorder = Recorder(run_dir, record)
         toolset, ctx = _tools(cfg, ws, sandbox_mode, specs)
         record.tools = toolset.names

@@ -405,7 +405,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from .collect import DONE, collect, write
     from .dataroom import builtin_dataroom, remove_tree
     from .grading import Judge, grade, load_questions
-    from .identity import dataroom_identity, run_key
+    from .identity import dataroom_identity, resolved_protocol, resolved_today, run_key
+    from .llm import ChatClient
     from .pool import open_pool
     from .record import Gold, read_meta, update_grades
     from . import harness as harnesses
@@ -433,9 +434,11 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
         first = job_num % len(urls)
         pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
+        cfg.harness.today = resolved_today(cfg.harness)  # every run of the job says (and is keyed by) one date, past midnight too
+        protocol = resolved_protocol(cfg, ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None)
         todo, keys = [], []
         for q in questions:
-            key = run_key(cfg, q.id, q.question, data_id, served)
+            key = run_key(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q)
             keys.append(key)
             if (runs_root / key / DONE).exists():
                 counts["skipped"] += 1
@@ -479,6 +482,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             redone = 0
             while True:
                 ep = pool.acquire()  # PoolExhausted when every endpoint was taken out
+                info.slot = ep.slot  # the run is pinned to this llama-server slot, erased before its first request
                 try:
                     for stale in [final, *sweepdir.leftovers(runs_root, key)]:
                         if stale.exists():  # an unfinished attempt (ours alone to remove: the run is claimed): redo it

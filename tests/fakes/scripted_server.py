@@ -27,8 +27,10 @@ from tests.fakes.loopback import JsonHandler, Loopback
 
 class ScriptedServer(Loopback):
     def __init__(self, script=None, n_ctx=8192, supports_tools=True, chars_per_token=4.0, model_id="scripted-model",
-                 build_info="b0000-scripted"):
+                 build_info="b0000-scripted", slots=None, slot_actions=True):
         self.script = list(script or [])
+        self.slots, self.slot_actions = slots, slot_actions  # slots: report llama-server's total_slots; slot_actions: answer erase
+        self.erased: list[int] = []  # slot ids erased through POST /slots/N?action=erase
         self.model_id, self.build_info = model_id, build_info
         self.n_ctx = n_ctx
         self.supports_tools = supports_tools
@@ -43,9 +45,10 @@ class ScriptedServer(Loopback):
         class Handler(JsonHandler):
             def do_GET(self):
                 if self.path == "/props":
-                    self._send(200, {"default_generation_settings": {"n_ctx": server.n_ctx},
-                                     "chat_template": "{{ messages }}", "build_info": server.build_info,
-                                     "chat_template_caps": {"supports_tool_calls": server.supports_tools, "supports_tools": server.supports_tools}})
+                    props = {"default_generation_settings": {"n_ctx": server.n_ctx},
+                             "chat_template": "{{ messages }}", "build_info": server.build_info,
+                             "chat_template_caps": {"supports_tool_calls": server.supports_tools, "supports_tools": server.supports_tools}}
+                    self._send(200, {**props, **({"total_slots": server.slots} if server.slots else {})})
                 elif self.path == "/metrics":
                     self._send(200, "llamacpp:prompt_tokens_seconds 123.5\nllamacpp:predicted_tokens_seconds 45.25\n", "text/plain")
                 elif self.path == "/v1/models":
@@ -56,6 +59,15 @@ class ScriptedServer(Loopback):
                     self._send(404, {"error": "not found"})
 
             def do_POST(self):
+                if self.path.startswith("/slots/"):  # llama-server's slot actions: 501 unless started with --slot-save-path
+                    self.json_body()
+                    slot = int(self.path.split("/")[2].split("?")[0])
+                    if not server.slot_actions:
+                        self._send(501, {"error": {"code": 501, "message": "This server does not support slots action.", "type": "not_supported_error"}})
+                        return
+                    server.erased.append(slot)
+                    self._send(200, {"id_slot": slot, "n_erased": 0})
+                    return
                 code, payload = server._respond(self.json_body())
                 if code is None:
                     self.connection.close()
