@@ -295,6 +295,9 @@ def job_endpoints(cfg: RunConfig, sc: SweepConfig, sweep_dir: Optional[Path] = N
 
     p = embedded_plan(cfg.model, cores, embeds, jobs, sc.sweep.workers, threads.sweep_load(sweep_dir))
     servers = start_embedded(cfg.model, p)
+    # In the job's own log (a Slurm job's, on its node): how it used its allocation.
+    print(f"[sweep] this job's embedded llama-server at {', '.join(srv.url for srv in servers)} ({p.slots_per_server} slot(s) each); "
+          f"threads: {p.describe()}", file=sys.stderr, flush=True)
     try:
         yield [srv.url for srv in servers], p
     finally:
