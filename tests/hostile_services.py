@@ -156,7 +156,7 @@ def mcp_raw_lines(tmp: Path) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     try:
         proc = subprocess.run([sys.executable, "-m", "searchbox.mcp", "--dataroom", str(builtin_dataroom()), "--retriever", "bm25"],
-                              input=("\n".join(lines) + "\n").encode(), capture_output=True, timeout=120, cwd=ROOT, env=env)
+                              input=("\n".join(lines) + "\n").encode(), capture_output=True, timeout=300, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         raise AssertionError("the server hung on the hostile lines") from None
     answers = {}
