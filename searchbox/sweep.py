@@ -199,12 +199,12 @@ class Progress:
             plan = json.loads((self.plans / "plan.json").read_text())
         self.plan = plan
         self.points = [GridPoint(**p) for p in plan.get("points") or []]
-        self.turns_of = {p.job: p.turns for p in self.points}
-        self.turns_of.setdefault(job_num, 1.0)  # a sweep without a plan (no multirun): every run weighs one turn
+        self.weight_of = {p.job: p.weight for p in self.points}
+        self.weight_of.setdefault(job_num, 1.0)  # a sweep without a plan (no multirun): every run weighs the same
         self.total = sum(p.runs for p in self.points) if self.points else launch.get("jobs", 1) * len(keys)
         exported = threads.exported()
         self.jobs_at_once = exported.jobs if exported else 1
-        self.turns_here = 0.0
+        self.weight_here = 0.0
         self.done_by_job: dict[int, set[str]] = {}
         self.counted_at = -math.inf
 
@@ -224,15 +224,15 @@ class Progress:
             self.counted_at = self.clock()
         return len(self.done)
 
-    def turns_left(self) -> float:
-        """Expected turns of this launch's runs not done yet: jobs that started count their DONE markers, the others
-        what the plan found done."""
+    def weight_left(self) -> float:
+        """The weight (expected turns and run overheads) of this launch's runs not done yet: jobs that started count
+        their DONE markers, the others what the plan found done."""
         if not self.points:
-            return max(0, self.total - len(self.done)) * self.turns_of[self.job]
+            return max(0, self.total - len(self.done)) * self.weight_of[self.job]
         left = 0.0
         for p in self.points:
             done = len(self.done_by_job[p.job]) if p.job in self.done_by_job else (p.done or 0)
-            left += p.turns * max(0, p.runs - done)
+            left += p.weight * max(0, p.runs - done)
         return left
 
     def update(self, ok: bool, label: str, key: str) -> None:
@@ -242,17 +242,17 @@ class Progress:
         self.failed += 0 if ok else 1
         if ok:
             self.done_by_job.setdefault(self.job, set()).add(key)
-            self.turns_here += self.turns_of[self.job]
+            self.weight_here += self.weight_of[self.job]
             with contextlib.suppress(OSError, ValueError):  # the stored rate is a nicety: never cost the sweep a run
                 record_run(json.loads((self.runs_root / key / "run_meta.json").read_text()))
         with contextlib.suppress(OSError):
-            atomic_write(self.plans / f"{self.job}.pace", json.dumps({"wall_s": self.clock() - self.started, "turns": self.turns_here}))
+            atomic_write(self.plans / f"{self.job}.pace", json.dumps({"wall_s": self.clock() - self.started, "turns": self.weight_here}))
         paces = []
         for f in self.plans.glob("*.pace"):
             with contextlib.suppress(OSError, ValueError, TypeError):
                 paces.append(Pace(**json.loads(f.read_text())))
         done = self.count()
-        left = self.turns_left()
+        left = self.weight_left()
         seconds = eta_s(left, paces, self.jobs_at_once)
         eta = "0 s" if done >= self.total else "?" if seconds is None else duration(seconds)
         print(f"[sweep] {done}/{self.total} runs done, {self.failed} failed here, ETA {eta} | {label}", file=sys.stderr, flush=True)
@@ -617,7 +617,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     from .collect import DONE
     from .grading import load_questions
     from .identity import dataroom_identity, run_key
-    from .sweep_plan import GridPoint, describe, expected_turns, load_rate, plan_record
+    from .sweep_plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record
 
     overrides = sweep_grid(config)
     parsed = OverridesParser.create().parse_overrides(overrides)
@@ -651,7 +651,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
                                rate.tokens_per_turn if rate else None)
-        points.append(GridPoint(num, label, len(questions), done, turns))
+        points.append(GridPoint(num, label, len(questions), done, turns, rate.overhead_turns if rate else OVERHEAD_TURNS))
     exported = threads.exported()
     in_flight = exported.in_flight if exported else 1
     info = json.loads((sweep_dir / "sweep.json").read_text())

@@ -1,9 +1,10 @@
 """A sweep's plan before its first run (the grid, its runs done and to go, a time estimate) and its ETA while it runs.
 
 Runs differ in cost by their budget (budget=30 is thirty turns, budget=1 one), so both the estimate and the ETA
-weight every run by the turns it is expected to take and price a turn at this machine's measured rate: the rate
-stored under $SEARCHBOX_HOME by earlier sweeps, else the rate the sweep measures on its own first runs. Averaging
-over runs instead made the ETA jump thirty-fold as a sweep moved from budget=1 runs to budget=30 runs.
+weight every run by the turns it is expected to take, plus what any run costs besides (its first prefill of the
+whole prompt, its set-up), priced at this machine's measured rate: the rate stored under $SEARCHBOX_HOME by
+earlier sweeps, else the rate the sweep measures on its own first runs. Averaging over runs instead made the ETA
+jump thirty-fold as a sweep moved from budget=1 runs to budget=30 runs.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Optional
 
 from .paths import atomic_write, cache_dir
 
-RATES_FILE = "rates.json"  # under $SEARCHBOX_HOME: seconds per turn, per host and model, from finished runs
+RATES_FILE = "rates.json"  # under $SEARCHBOX_HOME: seconds per run and per turn, per host and model, from finished runs
 HOUR_S = 3600.0
-MEMORY_TURNS = 300.0  # the stored rate follows the last few hundred turns: a faster plan or build shows within a sweep
+MEMORY_RUNS = 50.0  # the stored rate follows the last fifty or so runs: a faster plan or build shows within a sweep
+OVERHEAD_TURNS = 1.0  # a run's cost besides its turns, in turns, until a rate measures it (the first prefill is about one)
 # Turns a token budget is expected to take before this machine has measured tokens per turn (SmolLM2 on the
 # packaged corpus spent about this many of each metric per turn); replaced by the measured figure after one run.
 TOKENS_PER_TURN = {"total": 9000.0, "prompt": 8600.0, "completion": 400.0, "uncached_prompt": 3000.0}
@@ -34,21 +36,32 @@ class GridPoint:
     label: str  # the swept values, e.g. "tools=high budget=10"
     runs: int
     done: Optional[int]  # None: not known before the job starts (its server is not up yet)
-    turns: float  # expected turns per run: the weight
+    turns: float  # expected turns per run
+    overhead: float = OVERHEAD_TURNS  # what a run costs besides its turns, in turns (Rate.overhead_turns)
 
     @property
     def to_go(self) -> int:
         return max(0, self.runs - (self.done or 0))
 
+    @property
+    def weight(self) -> float:
+        """One run's expected cost in turns: the weight of the estimate and the ETA."""
+        return self.turns + self.overhead
+
 
 @dataclass(frozen=True)
 class Rate:
-    """Seconds one run spends per turn on this machine, and tokens per turn (to turn a token budget into turns)."""
+    """A run's seconds on this machine (s_per_run + s_per_turn x turns), and tokens per turn (for token budgets)."""
 
     s_per_turn: float
     runs: int  # runs behind the figure
     tokens_per_turn: dict = field(default_factory=dict)
     source: str = "stored"  # stored (earlier sweeps here) | measured (this sweep's first runs)
+    s_per_run: float = 0.0  # what a run costs besides its turns
+
+    @property
+    def overhead_turns(self) -> float:
+        return self.s_per_run / self.s_per_turn if self.s_per_turn > 0 else OVERHEAD_TURNS
 
 
 def expected_turns(budget: int, unit: str, force_budget: bool, max_turns: int, metric: str = "total",
@@ -70,12 +83,33 @@ def _rate_key(model: str) -> str:
     return f"{socket.gethostname()}|{model}"
 
 
+SUMS = ("n", "t", "tt", "s", "ts")  # runs, and sums of turns, turns^2, seconds, turns x seconds: a line fit
+
+
+def fit(sums: dict) -> tuple[float, float]:
+    """(s_per_run, s_per_turn) from a run's seconds = s_per_run + s_per_turn x turns, least squares over the runs;
+    runs that all took the same turns price the turn alone."""
+    n, t, tt, sec, ts = (float(sums.get(k, 0.0)) for k in SUMS)
+    if n <= 0 or t <= 0:
+        return 0.0, 0.0
+    mean_t, mean_s = t / n, sec / n
+    var = tt / n - mean_t**2
+    if var > 1e-6 * max(1.0, mean_t**2):
+        per_turn = (ts / n - mean_t * mean_s) / var
+        per_run = mean_s - per_turn * mean_t
+        if per_turn > 0 and per_run >= 0:
+            return per_run, per_turn
+    return 0.0, sec / t
+
+
 def load_rate(model: str) -> Optional[Rate]:
     """The rate earlier sweeps measured here for this model (config model.name), if any."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, TypeError):
         entry = json.loads(_rates_path().read_text()).get(_rate_key(model))
-        if entry and entry.get("s_per_turn", 0) > 0:
-            return Rate(float(entry["s_per_turn"]), int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored")
+        if entry:
+            per_run, per_turn = fit(entry.get("sums") or {})
+            if per_turn > 0:
+                return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run)
     return None
 
 
@@ -90,18 +124,21 @@ def record_run(meta: dict) -> None:
     with contextlib.suppress(OSError, ValueError):
         rates = json.loads(path.read_text())
     entry = rates.get(_rate_key(model)) or {}
-    weight = min(float(entry.get("turns", 0.0)), MEMORY_TURNS)  # older turns count for at most MEMORY_TURNS
+    sums = {k: float((entry.get("sums") or {}).get(k, 0.0)) for k in SUMS}
+    if sums["n"] >= MEMORY_RUNS:  # older runs fade: the sums keep the weight of MEMORY_RUNS - 1 runs
+        sums = {k: v * (MEMORY_RUNS - 1) / sums["n"] for k, v in sums.items()}
+    for k, v in zip(SUMS, (1.0, turns, turns * turns, elapsed, turns * elapsed)):
+        sums[k] += v
     tokens = meta.get("tokens") or {}
-
-    def mix(old: float, new_total: float) -> float:
-        return (old * weight + new_total) / (weight + turns)
-
     per_turn = dict(entry.get("tokens_per_turn") or {})
+    seen = sums["t"] - turns  # the turns behind the stored figures, faded like the sums
     for metric in TOKENS_PER_TURN:
         if isinstance(tokens.get(metric), (int, float)):
-            per_turn[metric] = round(mix(float(per_turn.get(metric, tokens[metric] / turns)), float(tokens[metric])), 1)
-    rates[_rate_key(model)] = {"s_per_turn": round(mix(float(entry.get("s_per_turn", elapsed / turns)), elapsed), 4),
-                               "turns": weight + turns, "runs": int(entry.get("runs", 0)) + 1, "tokens_per_turn": per_turn,
+            old = float(per_turn.get(metric, tokens[metric] / turns))
+            per_turn[metric] = round((old * seen + float(tokens[metric])) / (seen + turns), 1)
+    per_run_s, per_turn_s = fit(sums)
+    rates[_rate_key(model)] = {"sums": {k: round(v, 4) for k, v in sums.items()}, "runs": int(entry.get("runs", 0)) + 1,
+                               "s_per_turn": round(per_turn_s, 3), "s_per_run": round(per_run_s, 3), "tokens_per_turn": per_turn,
                                "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write(path, json.dumps(rates, indent=2, sort_keys=True))
 
@@ -111,16 +148,20 @@ def turns_to_go(points: list[GridPoint]) -> float:
     return sum(p.turns * p.to_go for p in points)
 
 
+def run_s(point: GridPoint, rate: Rate) -> float:
+    return rate.s_per_run + rate.s_per_turn * point.turns
+
+
 def estimate_s(points: list[GridPoint], rate: Rate, in_flight: int) -> float:
-    """Wall seconds for the runs to go: their expected turns at the rate, `in_flight` runs at a time."""
-    return turns_to_go(points) * rate.s_per_turn / max(1, in_flight)
+    """Wall seconds for the runs to go: each run's cost at the rate (per run, per expected turn), `in_flight` at a time."""
+    return sum(p.to_go * run_s(p, rate) for p in points) / max(1, in_flight)
 
 
 def suggest_limit(points: list[GridPoint], rate: Rate, in_flight: int, questions: int) -> Optional[int]:
     """The questions.limit that brings a sweep estimated over an hour under one (None when it is under already)."""
     if estimate_s(points, rate, in_flight) <= HOUR_S or questions <= 1:
         return None
-    per_question = sum(p.turns for p in points) * rate.s_per_turn / max(1, in_flight)  # one more question on every point
+    per_question = sum(run_s(p, rate) for p in points) / max(1, in_flight)  # one more question on every point
     return max(1, min(questions - 1, int(HOUR_S // per_question))) if per_question > 0 else None
 
 
@@ -155,12 +196,12 @@ def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int
         return lines
     where = f"measured here over {rate.runs} run(s)" if rate.source == "stored" else "measured on this sweep's first run(s)"
     total = estimate_s(points, rate, in_flight)
-    lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go x {rate.s_per_turn:.1f} s/turn ({where}), {in_flight} run(s) "
-                 f"in flight: about {duration(total)}")
+    lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go x {rate.s_per_turn:.1f} s + {rate.s_per_run:.0f} s a run ({where}), "
+                 f"{in_flight} run(s) in flight: about {duration(total)}")
     limit = suggest_limit(points, rate, in_flight, questions)
     if limit is not None:
         lines.append(f"  {'':<{width}}  that is over an hour: questions.limit={limit} runs {limit * len(points)} run(s) in about "
-                     f"{duration(sum(p.turns for p in points) * limit * rate.s_per_turn / max(1, in_flight))}")
+                     f"{duration(sum(run_s(p, rate) for p in points) * limit / max(1, in_flight))}")
     return lines
 
 
@@ -173,32 +214,33 @@ def plan_record(points: list[GridPoint], grid: dict, questions: int, rate: Optio
 # ---- the ETA while the sweep runs -----------------------------------------------------------------
 @dataclass
 class Pace:
-    """Wall seconds a job has run and the expected turns it finished meanwhile (one file per job of a launch)."""
+    """Wall seconds a job has run and the weight (expected turns and run overheads, in turns) it finished meanwhile
+    (one file per job of a launch)."""
 
     wall_s: float = 0.0
     turns: float = 0.0
 
 
-def eta_s(turns_left: float, paces: list[Pace], jobs_at_once: int) -> Optional[float]:
-    """Seconds to go: the turns left at the launch's pace so far (wall seconds per finished expected turn, pooled
-    over its jobs), shared over the jobs running at once; None before any turn finished."""
+def eta_s(weight_left: float, paces: list[Pace], jobs_at_once: int) -> Optional[float]:
+    """Seconds to go: the weight left at the launch's pace so far (wall seconds per finished unit of weight, pooled
+    over its jobs), shared over the jobs running at once; None before anything finished."""
     wall = sum(p.wall_s for p in paces)
-    turns = sum(p.turns for p in paces)
-    if turns <= 0:
+    done = sum(p.turns for p in paces)
+    if done <= 0:
         return None
-    return max(0.0, turns_left) * wall / turns / max(1, jobs_at_once)
+    return max(0.0, weight_left) * wall / done / max(1, jobs_at_once)
 
 
-def first_estimate(points: list[GridPoint], turns_left: float, paces: list[Pace], jobs_at_once: int, questions: int) -> list[str]:
+def first_estimate(points: list[GridPoint], weight_left: float, paces: list[Pace], jobs_at_once: int, questions: int) -> list[str]:
     """After a sweep's first run, when no stored rate priced its plan: the estimate from what it measured."""
-    seconds = eta_s(turns_left, paces, jobs_at_once)
-    if seconds is None:
+    seconds = eta_s(weight_left, paces, jobs_at_once)
+    if seconds is None or not points:
         return []
-    turns = sum(p.turns for p in paces)
-    s_per_turn = sum(p.wall_s for p in paces) / turns / max(1, jobs_at_once)
-    lines = [f"plan: measured {s_per_turn:.1f} s per turn on the first run(s): about {duration(seconds)} to go"]
-    limit = suggest_limit(points, Rate(s_per_turn, 0, source="measured"), 1, questions) if points else None
+    unit = sum(p.wall_s for p in paces) / sum(p.turns for p in paces) / max(1, jobs_at_once)  # wall seconds per turn
+    rate = Rate(unit, 0, source="measured", s_per_run=unit * points[0].overhead)
+    lines = [f"plan: measured {unit:.1f} s per turn on the first run(s): about {duration(seconds)} to go"]
+    limit = suggest_limit(points, rate, 1, questions)
     if limit is not None and seconds > HOUR_S:
         lines.append(f"plan: that is over an hour: questions.limit={limit} would run {limit * len(points)} run(s) in about "
-                     f"{duration(sum(p.turns for p in points) * limit * s_per_turn)}")
+                     f"{duration(sum(run_s(p, rate) for p in points) * limit)}")
     return lines

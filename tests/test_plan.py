@@ -36,30 +36,43 @@ def test_expected_turns_follow_the_budget():
     assert expected_turns(20000, "tokens", True, 64, "completion") == 20000 / sweep_plan.TOKENS_PER_TURN["completion"]
 
 
-def test_the_stored_rate_follows_finished_runs_of_this_machine():
+def test_the_stored_rate_separates_a_runs_own_cost_from_its_turns():
     assert load_rate("smollm2-135m") is None
     record_run({"model": "smollm2-135m", "turns": 10, "elapsed_s": 100.0, "tokens": {"total": 50000, "completion": 2000}})
-    first = load_rate("smollm2-135m")
-    assert first.s_per_turn == 10.0 and first.runs == 1 and first.tokens_per_turn["total"] == 5000
-    record_run({"model": "smollm2-135m", "turns": 10, "elapsed_s": 300.0, "tokens": {"total": 50000}})
-    second = load_rate("smollm2-135m")
-    assert 10.0 < second.s_per_turn < 30.0 and second.runs == 2
+    first = load_rate("smollm2-135m")  # one length of run: the turn carries everything
+    assert first.s_per_turn == 10.0 and first.s_per_run == 0.0 and first.runs == 1 and first.tokens_per_turn["total"] == 5000
+    for turns in (1, 30, 1, 10):  # 20 s a run (the first prefill, set-up) + 5 s a turn
+        record_run({"model": "smollm2-135m", "turns": turns, "elapsed_s": 20.0 + 5.0 * turns, "tokens": {"total": 5000 * turns}})
+    fitted = load_rate("smollm2-135m")
+    assert fitted.runs == 5 and 3.0 < fitted.s_per_turn < 7.0 and 10.0 < fitted.s_per_run < 30.0, fitted
+    assert fitted.overhead_turns == pytest.approx(fitted.s_per_run / fitted.s_per_turn)
     record_run({"model": "smollm2-135m", "turns": 0, "elapsed_s": 5.0})  # a run that never took a turn prices nothing
-    assert load_rate("smollm2-135m") == second and load_rate("another-model") is None
+    assert load_rate("smollm2-135m") == fitted and load_rate("another-model") is None
+    assert sweep_plan.fit({"n": 2, "t": 2, "tt": 2, "s": 30, "ts": 30}) == (0.0, 15.0)  # same lengths: per turn only
+
+
+def test_old_runs_fade_from_the_stored_rate():
+    for _ in range(60):
+        record_run({"model": "m", "turns": 2, "elapsed_s": 100.0})
+    for _ in range(150):
+        record_run({"model": "m", "turns": 2, "elapsed_s": 20.0})  # a faster thread plan: the rate follows (by halves every ~35 runs)
+    assert load_rate("m").s_per_turn < 13.0
 
 
 def test_plan_weights_runs_by_budget_and_suggests_a_limit_over_an_hour():
     # The design card's command with no questions.limit: 430 questions x 9 grid points.
-    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b)) for i, (b, t) in
+    rate = Rate(6.0, 40, s_per_run=12.0)
+    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b), rate.overhead_turns) for i, (b, t) in
               enumerate((b, t) for b in (1, 10, 30) for t in ("high", "low", "none"))]
-    rate = Rate(6.0, 40)
     lines = describe(points, {"tools": ["high", "low", "none"], "budget": ["1", "10", "30"]}, 430, rate, 1, ["questions.limit=null"])
     text = "\n".join(lines)
     assert "9 grid point(s) x 430 question(s) = 3,870 run(s), 0 done, 3,870 to go" in lines[0]
-    assert "52,890 turn(s) to go x 6.0 s/turn" in text  # 430 x 3 x (1 + 10 + 30) turns
-    assert seconds(text.split("about ")[1].splitlines()[0]) == pytest.approx(52890 * 6.0, rel=0.01)
+    assert "52,890 turn(s) to go x 6.0 s + 12 s a run" in text  # 430 x 3 x (1 + 10 + 30) turns
+    expected = 52890 * 6.0 + 3870 * 12.0
+    assert seconds(text.split("about ")[1].splitlines()[0]) == pytest.approx(expected, rel=0.01)
+    assert sweep_plan.estimate_s(points, rate, 2) == pytest.approx(expected / 2)  # two runs in flight
     limit = suggest_limit(points, rate, 1, 430)
-    assert limit == 4 and f"questions.limit={limit}" in text  # 4 x 123 turns x 6 s = 49 min; 5 would be 61 min
+    assert limit == 4 and f"questions.limit={limit}" in text  # 4 x (123 x 6 + 9 x 12) s = 56 min; 5 would be 70 min
     small = [GridPoint(p.job, p.label, 1, 0, p.turns) for p in points]
     assert suggest_limit(small, rate, 1, 1) is None and "over an hour" not in "\n".join(describe(small, {}, 1, rate, 1))
     assert "no rate measured" in "\n".join(describe(points, {}, 430, None, 1))
@@ -67,24 +80,24 @@ def test_plan_weights_runs_by_budget_and_suggests_a_limit_over_an_hour():
     assert "1,290 done (of 3 grid points whose server is known)" in describe(done, {}, 430, rate, 1)[0]
 
 
-def _launch(tmp_path: Path, budgets: list[int], runs_each: int) -> Path:
+def _launch(tmp_path: Path, budgets: list[int], runs_each: int, overhead: float = 1.0) -> Path:
     sweep = tmp_path / "sweep"
     (sweep / "runs").mkdir(parents=True)
     (sweep / "sweep.json").write_text(json.dumps({"jobs": len(budgets), "launch": "L1"}))
-    points = [GridPoint(i, f"budget={b}", runs_each, 0, float(b)) for i, b in enumerate(budgets)]
+    points = [GridPoint(i, f"budget={b}", runs_each, 0, float(b), overhead) for i, b in enumerate(budgets)]
     (sweep / ".launches" / "L1").mkdir(parents=True)
     (sweep / ".launches" / "L1" / "plan.json").write_text(json.dumps(sweep_plan.plan_record(points, {}, runs_each, Rate(1.0, 1), 1)))
     return sweep
 
 
 def test_eta_stays_stable_across_runs_of_different_budgets(tmp_path, capsys, monkeypatch):
-    """Budgets 1, 10, 30 run one after another, each run's time in proportion to its turns (with noise): the ETA
+    """Budgets 1, 10, 30 run one after another, each run's time a fixed cost plus its turns (with noise): the ETA
     after each run stays within a small factor of the time really left (an average per run jumped 30-fold)."""
     monkeypatch.delenv("SEARCHBOX_THREAD_PLAN", raising=False)
-    budgets, per_turn, runs_each = [1, 10, 30], 4.0, 3
-    sweep = _launch(tmp_path, budgets, runs_each)
+    budgets, per_turn, per_run, runs_each = [1, 10, 30], 4.0, 6.0, 3
+    sweep = _launch(tmp_path, budgets, runs_each, overhead=1.0)  # the plan's guess of the run cost, not the truth (1.5 turns)
     noise = [1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.0, 1.25, 0.85]
-    durations = [b * per_turn * noise[i * runs_each + j] for i, b in enumerate(budgets) for j in range(runs_each)]
+    durations = [(per_run + b * per_turn) * noise[i * runs_each + j] for i, b in enumerate(budgets) for j in range(runs_each)]
     now = [0.0]
     etas, truth = [], []
     n = 0
@@ -142,8 +155,9 @@ def test_the_sweep_prints_its_plan_before_the_first_run_and_counts_what_is_done(
     plan = first.index("[sweep] plan: 2 grid point(s) x 2 question(s) = 4 run(s), 0 done, 4 to go")
     assert plan < first.index("runs done")  # before the first run
     assert re.search(r"\[sweep\]   budget +1, 3", first) and "no rate measured for this model here yet" in first
+    assert re.search(r"\[sweep\] plan: measured [\d.]+ s per turn on the first run\(s\): about .+ to go", first)  # then priced
     stored = json.loads(next(Path(tmp_path).glob("default/.launches/*/plan.json")).read_text())
     assert [p["turns"] for p in stored["points"]] == [1.0, 3.0] and stored["questions"] == 2
     again = _sweep([*args[:-1], "questions.limit=3"], tmp_path)  # one more question: 4 of 6 runs done
     assert "[sweep] plan: 2 grid point(s) x 3 question(s) = 6 run(s), 4 done, 2 to go" in again
-    assert re.search(r"turn\(s\) to go x [\d.]+ s/turn \(measured here over \d+ run\(s\)\)", again)  # the stored rate
+    assert re.search(r"turn\(s\) to go x [\d.]+ s \+ \d+ s a run \(measured here over \d+ run\(s\)\)", again)  # the stored rate
