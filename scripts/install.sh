@@ -13,6 +13,13 @@ need=()
 for pair in rg:ripgrep bwrap:bubblewrap chromium:chromium cmake:cmake g++:g++; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
+# As root only (its daemons run as root; elsewhere the Slurm tests skip): a one-node Slurm with accounting for
+# tests/test_slurm.py (scripts/slurm-local.sh starts it; submitit reads job states from sacct, hence slurmdbd + MariaDB).
+if [ "$(id -u)" -eq 0 ]; then
+  for pair in /usr/sbin/slurmctld:slurm-wlm /usr/sbin/slurmdbd:slurmdbd /usr/sbin/munged:munge /usr/sbin/mariadbd:mariadb-server; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+  done
+fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   say "apt-get install ${need[*]}"

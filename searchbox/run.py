@@ -62,12 +62,13 @@ def endpoint_for(cfg: RunConfig, endpoint: Optional[str] = None) -> Iterator[Opt
         yield server.url
 
 
-def make_client(cfg: RunConfig, endpoint: Optional[str], question: str, gold_files: list[str]):
-    """The model behind the run: an OpenAI-compatible endpoint, or a non-neural control policy."""
+def make_client(cfg: RunConfig, endpoint: Optional[str], question: str, gold_files: list[str], run_dir: Optional[Path] = None):
+    """The model behind the run: an OpenAI-compatible endpoint, or a non-neural control policy (which reads the tools'
+    results as data from the run's trace)."""
     if cfg.model.policy:
         from .controls import make_control
 
-        return make_control(cfg.model.policy, cfg.model, question, gold_files)
+        return make_control(cfg.model.policy, cfg.model, question, gold_files, run_dir / "trace.jsonl" if run_dir else None)
     if not endpoint:
         raise SearchboxError("no model endpoint: give --endpoint, set LLAMA_URL, or leave both unset for the embedded server")
     return ChatClient(cfg.model, endpoint)
@@ -143,7 +144,7 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
     identity = ws.sha256
     noise_added = _add_noise(cfg, ws)
     gold_files = list(info.gold.gold_files) if info.gold else []
-    client = make_client(cfg, endpoint, question, gold_files)
+    client = make_client(cfg, endpoint, question, gold_files, run_dir)
     if cfg.harness.run_ceiling_s:
         client.deadline = t0 + cfg.harness.run_ceiling_s
     started = dt.datetime.now(dt.timezone.utc)
@@ -210,7 +211,7 @@ def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None,
     specs = select(record.tools or cfg.tools)
     sandbox_mode = resolve_mode(cfg.harness.sandbox)
     gold_files = list(record.gold.gold_files) if record.gold else []
-    client = make_client(cfg, endpoint, record.question, gold_files)
+    client = make_client(cfg, endpoint, record.question, gold_files, run_dir)
     if cfg.harness.run_ceiling_s:
         client.deadline = time.monotonic() + cfg.harness.run_ceiling_s - record.elapsed_s
     record.config, record.budget, record.status, record.resumes = cfg.to_dict(), cfg.harness.budget, "running", record.resumes + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,7 @@ from searchbox.run import execute
 from tests.fakes.scripted_server import ScriptedServer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SLURM_LOCAL = Path(__file__).resolve().parents[1] / "scripts" / "slurm-local.sh"
 REAL_HOME = os.environ.get("SEARCHBOX_HOME")  # the cache holding the llama-server build and model
 
 
@@ -32,6 +34,24 @@ def real_home(monkeypatch):
         monkeypatch.setenv("SEARCHBOX_HOME", REAL_HOME)
     else:
         monkeypatch.delenv("SEARCHBOX_HOME", raising=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real one-node Slurm (scripts/slurm-local.sh), started once per session and stopped at its end unless it
+    was up before; yields the environment its clients need (SLURM_CONF). Skips where it cannot run (exit 2)."""
+    def script(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(SLURM_LOCAL), command], capture_output=True, text=True, timeout=900)
+
+    was_up = script("status").returncode == 0
+    started = script("start")
+    if started.returncode == 2:
+        pytest.skip(started.stderr.strip().splitlines()[-1])
+    assert started.returncode == 0, f"slurm-local.sh start failed:\n{started.stderr[-3000:]}"
+    env = dict(line.removeprefix("export ").split("=", 1) for line in script("env").stdout.split("\n") if line)
+    yield env
+    if not was_up:
+        script("stop")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from .. import safefs
 from . import sandbox
 from . import fallback_grep
-from .context import InvalidCall, ToolContext, ToolError
+from .context import InvalidCall, ToolContext, ToolError, ToolResult
 
 READ_CAP = 16 * 1024**2  # bytes read (or edited) from one file
 WALK_CAP = 200_000  # entries find looks at before giving up
@@ -119,21 +120,87 @@ def _read(ctx: ToolContext, parts: tuple[str, ...], path: str) -> bytes:
     return data
 
 
-def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> str:
+# ---- rendering: the text the model reads (programs read the data beside it) --------------------------
+def render_read(path: str, rows: list[tuple[int, str]], more: int, next_offset: int, size: int, read: int, total: int) -> list[str]:
+    """The lines of a read's text: numbered rows, then notes; the rows come first, one per line (see `shown`)."""
+    out = [f"{n:6d}\t{line}" for n, line in rows]
+    if more > 0:
+        out.append(f"[{more} more lines; read with offset={next_offset}]")
+    if size > read:
+        out.append(f"[file is {size} bytes; only the first {read} were read]")
+    return out or [f"{path}: empty (or offset past the end; {total} lines)"]
+
+
+def render_grep(matches: list[tuple[str, int, str]], truncated: str) -> list[str]:
+    """The lines of a grep's text: `path:line:text` per match, rows first."""
+    out = [f"{p}:{n}:{text}" for p, n, text in matches] + ([truncated] if truncated else [])
+    return out or ["no matches"]
+
+
+def decode_grep(text: str) -> dict:
+    """A grep's text read back as its data (a result delivered to a file is text): the inverse of render_grep."""
+    matches = []
+    for line in text.splitlines():
+        m = re.match(r"^(.+?):(\d+):(.*)$", line)
+        if m:
+            matches.append({"path": m[1], "line": int(m[2]), "text": m[3]})
+    return {"matches": matches, "truncated": any(line.startswith("[output truncated") for line in text.splitlines())}
+
+
+def render_find(hits: list[str], more: int, stopped: bool) -> str:
+    out = hits + ([f"[stopped after {WALK_CAP} entries]"] if stopped else []) + ([f"[{more} more]"] if more else [])
+    return "\n".join(out) if hits or stopped else "no files match"
+
+
+def render_ls(entries: list[dict]) -> str:
+    def row(e: dict) -> str:
+        if e["kind"] == "dir":
+            return f"{e['name']}/"
+        if e["kind"] == "file":
+            return f"{e['name']}\t{e['size']}"
+        if e["kind"] == "link":
+            return f"{e['name']}@\tsymbolic link (not followed)"
+        return f"{e['name']}\t{e['kind']}"
+
+    return "\n".join(map(row, entries)) or "(empty)"
+
+
+def shown(rows: list[str], cap: int) -> tuple[int, int]:
+    """(rows the model sees whole, characters it sees of the next) when a text of these rows and what follows them is
+    cut at `cap` characters, as the toolset cuts every output: the data says only what the model saw."""
+    at = 0
+    for i, row in enumerate(rows):
+        if at + len(row) > cap:
+            return i, max(0, cap - at)
+        at += len(row) + 1
+    return len(rows), 0
+
+
+def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> ToolResult:
+    """The file's lines from `offset`, numbered; data: {path, offset, lines: [{n, text}], shown, partial, next, left, total}:
+    `shown` lines reached the model whole under the output cap (and `partial` characters of the one after);
+    `next` is where to go on (None at the end), `left` how many lines lie beyond it."""
     parts, st = _regular(ctx, path)
     data = _read(ctx, parts, path)
-    ctx.touch("/".join(parts))
+    rel_path = "/".join(parts)
+    ctx.touch(rel_path)
     if b"\x00" in data[:8192]:
-        return f"{path}: binary file, {st.st_size} bytes"
+        return ToolResult(f"{path}: binary file, {st.st_size} bytes", {"path": rel_path, "binary": True, "bytes": st.st_size})
     lines = data.decode("utf-8", errors="replace").splitlines()
     chunk = lines[offset - 1 : offset - 1 + limit]
-    body = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(chunk, start=offset))
     more = len(lines) - (offset - 1 + len(chunk))
-    if more > 0:
-        body += f"\n[{more} more lines; read with offset={offset + len(chunk)}]"
-    if st.st_size > len(data):
-        body += f"\n[file is {st.st_size} bytes; only the first {len(data)} were read]"
-    return body or f"{path}: empty (or offset past the end; {len(lines)} lines)"
+    rows = list(enumerate(chunk, start=offset))
+    rendered = render_read(path, rows, more, offset + len(chunk), st.st_size, len(data), len(lines))
+    whole, partial = shown(rendered[: len(rows)], ctx.harness.output_cap_chars)
+    if whole == len(rows):
+        nxt, partial = (offset + len(chunk) if more > 0 else None), 0
+    elif whole > 0:  # the cap cut a line: go on from it
+        nxt, partial = offset + whole, 0
+    else:  # the first line alone is longer than the cap: the model saw its start; go on past it
+        nxt, partial = offset + 1, max(0, partial - (len(rendered[0]) - len(chunk[0])))
+    return ToolResult("\n".join(rendered), {
+        "path": rel_path, "offset": offset, "lines": [{"n": n, "text": t} for n, t in rows], "shown": whole, "partial": partial,
+        "next": nxt, "left": len(lines) - (nxt - 1) if nxt else 0, "total": len(lines), "file_bytes": st.st_size, "bytes_read": len(data)})
 
 
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
@@ -166,13 +233,16 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = Non
     target = "/".join(parts) or "."
     rg = shutil.which("rg")
     cap = ctx.harness.output_cap_chars * 4
-    lines = _rg(ctx, rg, pattern, target, glob, ignore_case, cap) if rg else _py_grep(ctx, target, pattern, glob, ignore_case, cap)
-    for ln in lines:
-        ctx.touch(ln.split(":", 1)[0])
-    return "\n".join(lines) if lines else "no matches"
+    matches, truncated = _rg(ctx, rg, pattern, target, glob, ignore_case, cap) if rg else _py_grep(ctx, target, pattern, glob, ignore_case, cap)
+    for p, _, _ in matches:
+        ctx.touch(p)
+    rendered = render_grep(matches, truncated)
+    whole, _ = shown(rendered[: len(matches)], ctx.harness.output_cap_chars)
+    return ToolResult("\n".join(rendered), {"pattern": pattern, "path": target, "matches": [{"path": p, "line": n, "text": t} for p, n, t in matches],
+                                           "shown": whole, "truncated": bool(truncated) or whole < len(matches)})
 
 
-def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, ignore_case: bool, cap: int) -> list[str]:
+def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, ignore_case: bool, cap: int) -> tuple[list[tuple[str, int, str]], str]:
     """ripgrep inside the box (a ripgrep outside the system dirs is bound in read-only)."""
     extra = {}
     real = os.path.realpath(rg)
@@ -197,27 +267,26 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
         raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s" if res.timed_out else f"grep killed: {res.killed}")
     if res.exit_code > 1 and not res.output:
         raise ToolError(res.errors.strip()[:500] or f"grep failed (exit {res.exit_code})")
-    lines = []
+    matches = []
     for line in res.output.splitlines():
         name, sep, rest = line.partition("\0")
-        if not sep:
+        number, colon, text = rest.partition(":")
+        if not sep or not colon or not number.isdigit():
             continue  # e.g. rg's note about a binary file, or a line cut by the output cap
-        lines.append(f"{name.removeprefix('./')}:{rest}")
-    if res.output_bytes > len(res.output.encode()):
-        lines.append(f"[output truncated: {res.output_bytes} bytes in all]")
-    return lines
+        matches.append((name.removeprefix("./"), int(number), text))
+    return matches, f"[output truncated: {res.output_bytes} bytes in all]" if res.output_bytes > len(res.output.encode()) else ""
 
 
-def _py_grep(ctx: ToolContext, target: str, pattern: str, glob: str | None, ignore_case: bool, cap: int) -> list[str]:
+def _py_grep(ctx: ToolContext, target: str, pattern: str, glob: str | None, ignore_case: bool, cap: int) -> tuple[list[tuple[str, int, str]], str]:
     """The fallback when ripgrep is missing (Python's regex dialect): a child process under the bash deadline."""
     req = fallback_grep.Request(str(ctx.work.resolve()), target, pattern, glob, ignore_case, cap, READ_CAP)
     try:
-        lines = fallback_grep.search(req, ctx.harness.bash_timeout_s)
+        matches, cut = fallback_grep.search(req, ctx.harness.bash_timeout_s)
     except fallback_grep.Timeout as exc:
         raise ToolError(str(exc)) from exc
     except fallback_grep.BadPattern as exc:
         raise ToolError(str(exc)) from exc  # like rg's own refusal of a bad pattern: an answer, not a malformed call
-    return lines
+    return matches, "[output truncated]" if cut else ""
 
 
 def _check_glob(glob: str | None, what: str) -> None:
@@ -229,7 +298,8 @@ class _WalkCap(Exception):
     """find looked at WALK_CAP entries."""
 
 
-def find(ctx: ToolContext, pattern: str, path: str = ".") -> str:
+def find(ctx: ToolContext, pattern: str, path: str = ".") -> ToolResult:
+    """Files whose name or path matches a glob; data: {pattern, path, files, more (beyond the 500 listed), stopped}."""
     _check_glob(pattern, "pattern")
     parts = _parts(ctx, path)
     st = _lstat(ctx, parts, path)
@@ -253,14 +323,13 @@ def find(ctx: ToolContext, pattern: str, path: str = ".") -> str:
     except _WalkCap:
         pass
     hits.sort(key=safefs.walk_order)
-    if seen[0] > WALK_CAP:
-        hits.append(f"[stopped after {WALK_CAP} entries]")
-    if not hits:
-        return "no files match"
-    return "\n".join(hits[:500]) + (f"\n[{len(hits) - 500} more]" if len(hits) > 500 else "")
+    stopped, more = seen[0] > WALK_CAP, max(0, len(hits) - 500)
+    return ToolResult(render_find(hits[:500], more, stopped),
+                      {"pattern": pattern, "path": "/".join(parts) or ".", "files": hits[:500], "more": more, "stopped": stopped})
 
 
-def ls(ctx: ToolContext, path: str = ".") -> str:
+def ls(ctx: ToolContext, path: str = ".") -> ToolResult:
+    """A folder's entries; data: {path, entries: [{name, kind (dir, file, link or what it is), size (files)}]}."""
     parts = _parts(ctx, path)
     st = _lstat(ctx, parts, path)
     if st is None or not stat.S_ISDIR(st.st_mode):
@@ -268,17 +337,17 @@ def ls(ctx: ToolContext, path: str = ".") -> str:
     rows = []
     with os.scandir(Path(ctx.work).joinpath(*parts)) as it:
         entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:  # hidden entries too: the same view as `ls -A`
+    for entry in entries[:1000]:  # hidden entries too: the same view as `ls -A`
         est = entry.stat(follow_symlinks=False)
         if stat.S_ISDIR(est.st_mode):
-            rows.append(f"{entry.name}/")
+            rows.append({"name": entry.name, "kind": "dir"})
         elif stat.S_ISREG(est.st_mode):
-            rows.append(f"{entry.name}\t{est.st_size}")
+            rows.append({"name": entry.name, "kind": "file", "size": est.st_size})
         elif stat.S_ISLNK(est.st_mode):
-            rows.append(f"{entry.name}@\tsymbolic link (not followed)")
+            rows.append({"name": entry.name, "kind": "link"})
         else:
-            rows.append(f"{entry.name}\t{_kind(est)}")
-    return "\n".join(rows[:1000]) or "(empty)"
+            rows.append({"name": entry.name, "kind": _kind(est)})
+    return ToolResult(render_ls(rows), {"path": "/".join(parts) or ".", "entries": rows})
 
 
 def write(ctx: ToolContext, path: str, content: str) -> str:
