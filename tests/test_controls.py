@@ -7,7 +7,7 @@ import json
 import pytest
 
 from searchbox.config import RunConfig
-from searchbox.controls import best_sentence, entity_terms, make_control, probe_terms, scoring_stems
+from searchbox.controls import Reader, best_sentence, entity_terms, make_control, probe_terms, scoring_stems
 from searchbox.errors import ConfigError
 from searchbox.grading import contains, load_questions
 from searchbox.questions import builtin_questions
@@ -130,3 +130,113 @@ def test_oracle_beats_keyword_on_the_shipped_corpus(tmp_path):
             scores[policy].append(contains(answer_of(run_dir), q.golds))
     assert sum(scores["oracle"]) > sum(scores["keyword"]), scores
     assert sum(scores["oracle"][6:]) >= 4  # single-hop: reading the right file mostly suffices; multi-hop stays hard
+
+
+# ---- the shared reader ------------------------------------------------------------------------------
+POST = """---
+title: "Search PDFs: Part 3"
+slug: search-pdfs-part-3
+published_at: 2022-11-01T21:28:37.000+01:00
+authors: "Alex C-G"
+tags: "Tech Blog"
+---
+
+# Search PDFs: Part 3
+
+Before reading this, check the prior posts:
+
+<figure class="kg-card kg-bookmark-card">
+<div class="kg-bookmark-title">Search PDFs: Part 1</div>
+<div class="kg-bookmark-metadata"><span class="kg-bookmark-author">Han Xiao</span><span class="kg-bookmark-publisher">Jina AI</span></div>
+</figure>
+
+The <a href="https://x/y">parser</a> was written by the [community](https://example.org) in 2021.
+"""
+CARD = """---
+model_name: "model-v1"
+license: "CC-BY-NC-4.0"
+parameter_size: "137M"
+token_length: 8K
+output_dimension: 768
+release_date: "2024-02-14"
+deprecated_by:
+  - model-v2
+tags:
+  - license
+  - multilingual
+---
+# model-v1
+
+model-v1 is an embedding model. It has 161 million parameters.
+"""
+SUCCESSOR = """---
+model_name: "model-v2"
+license: "Apache-2.0"
+parameter_size: "570M"
+release_date: "2024-09-18"
+---
+# model-v2
+
+The license of model-v2 is permissive.
+"""
+
+
+def test_the_reader_prefers_the_field_that_answers_over_markup_and_tags():
+    assert best_sentence('Who is the author of the article "Search PDFs: Part 3"?', [POST]) == "Alex C-G"  # not the bookmark's author
+    assert best_sentence('On what date was the article "Search PDFs: Part 3" published?', [POST]) == "2022-11-01"
+    assert best_sentence("What license is the model model-v1 distributed under?", [CARD]) == "CC-BY-NC-4.0"  # not "- license"
+    assert best_sentence("What is the maximum input length, in tokens, of model-v1?", [CARD]) == "8K"
+    assert best_sentence("What is the dimension of the embeddings that model-v1 outputs?", [CARD]) == "768"
+    assert Reader("Who wrote the parser?").sentence([]) == ""  # nothing read: no answer
+    sentence = best_sentence("Who wrote the parser?", [POST.split("---", 2)[2]])  # no front matter: prose, markup stripped
+    assert sentence == "The parser was written by the community in 2021."
+
+
+def test_multi_hop_is_answered_through_both_documents():
+    q = "The model model-v1 has been superseded. What is the parameter count of the model that superseded it?"
+    reader = Reader(q)
+    assert reader.link == "deprecated_by" and reader.bridge(CARD) == "model-v2"
+    assert best_sentence(q, [CARD, SUCCESSOR]) == "570M"  # from the successor, not model-v1's own 137M
+    assert best_sentence(q, [SUCCESSOR, CARD]) == "570M"
+    assert best_sentence(q, [CARD]) == ""  # the linked document was not read: no answer rather than the wrong one
+    assert "supersed" not in " ".join(probe_terms(q)).lower()
+    announced = 'The article "Meet model-v2" announces a model. What license is that model distributed under?'
+    post = '---\ntitle: "Meet model-v2"\nslug: meet-model-v2\n---\nToday we release `model-v2`. model-v2 beats model-v1.\n\nTry model-v2 now.\n'
+    assert Reader(announced).bridge(post) == "model-v2" and best_sentence(announced, [post, SUCCESSOR, CARD]) == "Apache-2.0"
+    single = 'On what date was the article "Announcing model-v2" published?'
+    assert Reader(single).link is None  # a title's words ask through no link
+
+
+def _reworded(monkeypatch):
+    """Every tool the controls use renders its text another way; their data stays as it is."""
+    from searchbox.tools import builtins, retrieval_tools
+
+    monkeypatch.setattr(builtins, "render_read", lambda path, rows, more, nxt, size, read, total:
+                        [f"line {n} says: {t}" for n, t in rows] + ([f"({more} lines more from {nxt})"] if more > 0 else []) or ["(nothing)"])
+    monkeypatch.setattr(builtins, "render_grep", lambda matches, truncated:
+                        [f"{t}  <- {p} line {n}" for p, n, t in matches] + ([truncated] if truncated else []) or ["none"])
+    monkeypatch.setattr(retrieval_tools, "render_results", lambda out:
+                        "\n".join(f"hit {i}: {h['path']} ({h['score']:.2f})\n{h['text']}" for i, h in enumerate(out["results"], 1)))
+
+
+def test_rewording_a_tools_text_moves_no_control(tmp_path, monkeypatch):
+    questions = load_questions(builtin_questions().with_name("questions.jsonl"))
+    runs = (("keyword", "grep_only"), ("dense", "vector_only"), ("oracle", "grep_only"))
+
+    def answers(tag):
+        out = {}
+        for policy, tools in runs:
+            for q in questions:
+                gold = Gold(answer=q.answer, aliases=q.aliases, gold_files=q.gold_files, type=q.type)
+                _, run_dir = run_control(tmp_path, policy, tools, question=q.question, gold=gold, name=f"{tag}-{policy}-{q.id}")
+                out[(policy, q.id)] = answer_of(run_dir)
+        return out, run_dir
+
+    plain, plain_dir = answers("plain")
+    _reworded(monkeypatch)
+    reworded, reworded_dir = answers("reworded")
+    assert reworded == plain
+    assert sum(bool(a) for a in plain.values()) >= 12  # the controls answered: the comparison is not of empty answers
+    seen = [json.loads(line)["message"]["content"] for line in (reworded_dir / "trace.jsonl").read_text().splitlines()
+            if json.loads(line).get("message", {}).get("role") == "tool"]
+    assert any("line 1 says:" in text for text in seen)  # the model would have read the reworded text

@@ -349,7 +349,7 @@ def test_tool_results_carry_data_beside_their_text(toolset, monkeypatch):
     toolset._impls.clear()
     out = call(toolset, "find", pattern="*")
     assert json.loads(out.output) == {"hits": [1, 2]} and out.data == {"hits": [1, 2]}
-    out = call(toolset, "read", path="dataroom/reports/gannet-rock-survey.md")
+    out = call(toolset, "write", path="notes.md", content="x")
     assert out.ok and out.data is None  # a plain string has no data
     out = call(toolset, "read", path="no-such-file")
     assert not out.ok and out.data is None

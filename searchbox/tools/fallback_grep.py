@@ -44,8 +44,9 @@ class BadPattern(ValueError):
     """The pattern is not a regular expression Python accepts."""
 
 
-def search(req: Request, timeout_s: float) -> list[str]:
-    """`path:line:text` lines for req, from a child killed after timeout_s (Timeout) or on a bad pattern (BadPattern)."""
+def search(req: Request, timeout_s: float) -> tuple[list[tuple[str, int, str]], bool]:
+    """(path, line, text) matches for req and whether the output cap cut them, from a child killed after timeout_s
+    (Timeout) or on a bad pattern (BadPattern)."""
     pkg_parent = str(Path(__file__).resolve().parents[2])
     code = f"import sys; sys.path.insert(0, {pkg_parent!r}); from searchbox.tools.fallback_grep import main; main()"
     payload = json.dumps(asdict(req)).encode()  # ensure_ascii: any string the model sent survives the pipe
@@ -61,7 +62,7 @@ def search(req: Request, timeout_s: float) -> list[str]:
         raise RuntimeError(f"fallback grep failed (exit {proc.returncode}): {err[-1] if err else 'no output'}") from exc
     if "error" in answer:
         raise BadPattern(answer["error"])
-    return answer["lines"]
+    return [(str(f), int(n), str(t)) for f, n, t in answer["matches"]], bool(answer["truncated"])
 
 
 def _limit_self() -> None:
@@ -69,8 +70,9 @@ def _limit_self() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def run(req: Request) -> list[str]:
-    """The search itself (in the child): matches as `path:line:text`, at most MAX_HITS_PER_FILE per file."""
+def run(req: Request) -> tuple[list[list], bool]:
+    """The search itself (in the child): [path, line, text] matches, at most MAX_HITS_PER_FILE per file, and whether
+    req.cap (counted as `path:line:text` lines) cut them."""
     from searchbox import safefs
 
     rx = re.compile(req.pattern, re.IGNORECASE if req.ignore_case else 0)
@@ -90,22 +92,22 @@ def run(req: Request) -> list[str]:
         hits = 0
         for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if rx.search(line):
-                out.append(f"{f}:{n}:{line[:300]}")
-                size += len(out[-1]) + 1
+                out.append([f, n, line[:300]])
+                size += len(f"{f}:{n}:{line[:300]}") + 1
                 hits += 1
                 if size > req.cap:
-                    out.append("[output truncated]")
-                    return out
+                    return out, True
                 if hits >= MAX_HITS_PER_FILE:
                     break
-    return out
+    return out, False
 
 
 def main() -> None:
     _limit_self()
     req = Request(**json.loads(sys.stdin.buffer.read()))
     try:
-        answer = {"lines": run(req)}
+        matches, truncated = run(req)
+        answer = {"matches": matches, "truncated": truncated}
     except re.error as exc:
         answer = {"error": f"invalid regular expression: {exc}"}
     except RecursionError:

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from .builtins import rel, resolve
-from .context import ToolContext, ToolError
+from .context import ToolContext, ToolError, ToolResult
 
 MAX_TEXTS = 512
 MAX_K = 100  # results per search: more would only be cut by the output cap
@@ -44,7 +44,23 @@ def _k(k) -> int:
     return min(k, MAX_K)
 
 
-def search_dataroom(ctx: ToolContext, query: str, k: int = 8, paths: Optional[list[str]] = None) -> dict:
+def render_results(out: dict) -> str:
+    """The text the model reads of a search: the result as JSON."""
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _with_shown(ctx: ToolContext, out: dict) -> ToolResult:
+    """The search result as text, and as data with `shown`: how many results the model saw whole under the output cap."""
+    text, cap = render_results(out), ctx.harness.output_cap_chars
+    whole = len(out["results"])
+    if len(text) > cap:
+        whole = next(i for i in range(len(out["results"]) + 1)
+                     if i == len(out["results"]) or len(render_results({**out, "results": out["results"][: i + 1]})) > cap)
+    return ToolResult(text, {**out, "shown": whole})
+
+
+def search_dataroom(ctx: ToolContext, query: str, k: int = 8, paths: Optional[list[str]] = None) -> ToolResult:
+    """Dense search over the dataroom; data: {results: [{path, chunk, score, text}], scope_files, scope_chunks, shown}."""
     from ..retrieval import ScopeError
 
     query, k = _query(query), _k(k)
@@ -56,14 +72,15 @@ def search_dataroom(ctx: ToolContext, query: str, k: int = 8, paths: Optional[li
         raise ToolError(str(exc)) from exc
     for hit in out["results"]:
         ctx.touch(hit["path"])
-    return out
+    return _with_shown(ctx, out)
 
 
-def answer_question(ctx: ToolContext, question: str, k: int = 5) -> dict:
+def answer_question(ctx: ToolContext, question: str, k: int = 5) -> ToolResult:
+    """Dense retrieval of a wide set, reranked to the k best; data as search_dataroom's."""
     out = _retrieval(ctx).answer(_query(question, "question"), _k(k))
     for hit in out["results"]:
         ctx.touch(hit["path"])
-    return out
+    return _with_shown(ctx, out)
 
 
 def embed_texts(ctx: ToolContext, texts: list[str], role: str = "passage", out: str = "embeddings.jsonl") -> dict:
