@@ -132,7 +132,7 @@ def _as_root() -> bool:
     return os.geteuid() == 0
 
 
-def environment(work: Path) -> dict[str, str]:
+def environment(work: Path | str) -> dict[str, str]:
     """The whole environment of a command: an allowlist with fixed values, nothing inherited from the harness."""
     return {"PATH": PATH, "LANG": "C.UTF-8", "HOME": str(work), "TMPDIR": "/tmp", "TERM": "dumb"}
 
@@ -161,7 +161,8 @@ def _package_dir() -> Path:
 
 
 def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: Limits = Limits(), cpu_s: float = 60.0,
-         extra_ro: dict[str, str] | None = None, work_source: str | None = None) -> tuple[list[str], list[int]]:
+         extra_ro: dict[str, str] | None = None, work_source: str | None = None, *, inside: str | None = None,
+         binds: tuple[tuple[str, str, bool], ...] = (), env: dict[str, str] | None = None) -> tuple[list[str], list[int]]:
     """The argv that runs `argv` in the box, and the fds it needs passed (the generated /etc files).
 
     Inside: the system's /usr and /lib*, a generated /etc, the run's work/ read-write at its own path
@@ -171,10 +172,14 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     kernel never enforces RLIMIT_NPROC); run by anyone else, a user namespace maps the caller to
     65534. `extra_ro` binds single host files (e.g. a ripgrep outside /usr) at sandbox paths;
     `work_source` is bound at work/'s path instead of work/ itself (the quota tmpfs, see run_confined).
+    A long-lived box (start_box) also gives `inside`: the path work/ has in the box (its own path when None),
+    `binds`: (host source, box path, writable) folders or files beside it, and `env`: fixed values added to the
+    environment's allowlist.
     """
     if mode == "none":
         return _limit_argv(limits, cpu_s) + argv if shutil.which("prlimit") else argv, []
     work = Path(work).resolve()
+    where = Path(inside) if inside else work  # work/'s path in the box
     cmd = ["bwrap"]
     if _as_root():
         # No user namespace: --unshare-all would add one (try), keeping host uid 0 inside.
@@ -193,7 +198,7 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
         cmd += ["--tmpfs", str(pkg)]  # an installed searchbox ships the gold answers (builtin/questions.jsonl)
     fds = []
     cmd += ["--dir", "/etc"]
-    for name, data in _etc_data(work).items():
+    for name, data in _etc_data(where).items():
         fd = os.memfd_create(f"etc-{name}")  # close-on-exec; pass_fds hands it to bwrap only
         os.write(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
@@ -207,19 +212,30 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm",
             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     mounted = ("/tmp", "/etc", "/proc", "/dev", *SYSTEM_DIRS)
-    for parent in reversed(work.parents):
-        if str(parent) != "/" and not any(parent == Path(m) or parent.is_relative_to(m) for m in mounted if m != "/tmp") \
-                and str(parent) != "/tmp":
-            cmd += ["--perms", "0755", "--dir", str(parent)]  # mirrored host modes (0700) would lock uid 65534 out
-    cmd += ["--bind", work_source or str(work), str(work)]  # work_source: the quota tmpfs (boxwork), else work/ itself
+    made: set[Path] = set()
+
+    def parents_of(path: Path) -> list[str]:
+        out = []
+        for parent in reversed(path.parents):
+            if str(parent) != "/" and parent not in made and not any(parent == Path(m) or parent.is_relative_to(m) for m in mounted if m != "/tmp") \
+                    and str(parent) != "/tmp":
+                made.add(parent)
+                out += ["--perms", "0755", "--dir", str(parent)]  # mirrored host modes (0700) would lock uid 65534 out
+        return out
+
+    cmd += parents_of(where)
+    made.add(where)  # binds inside work/ (a hidden .pi) need no folder made for them
+    cmd += ["--bind", work_source or str(work), str(where)]  # work_source: the quota tmpfs (boxwork), else work/ itself
     for path in readonly:
         p = Path(path).resolve()
         if p.exists():
-            cmd += ["--ro-bind", str(p), str(p)]
+            cmd += ["--ro-bind", str(p), str(where / p.relative_to(work)) if inside and p.is_relative_to(work) else str(p)]
     for src, dest in (extra_ro or {}).items():
         cmd += ["--ro-bind", src, dest]
-    cmd += ["--remount-ro", "/", "--chdir", str(work), "--die-with-parent", "--new-session", "--clearenv"]
-    for key, value in environment(work).items():
+    for src, dest, writable in binds:
+        cmd += parents_of(Path(dest)) + ["--bind" if writable else "--ro-bind", src, dest]
+    cmd += ["--remount-ro", "/", "--chdir", str(where), "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in {**environment(where), **(env or {})}.items():
         cmd += ["--setenv", key, value]
     fd = os.memfd_create("seccomp")  # the same filter as root or not: no nested namespaces, mounts, tracing, ...
     os.write(fd, seccomp.program())
