@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,9 +22,9 @@ RATES_FILE = "rates.json"  # under $SEARCHBOX_HOME: seconds per run and per turn
 HOUR_S = 3600.0
 MEMORY_RUNS = 50.0  # the stored rate follows the last fifty or so runs: a faster plan or build shows within a sweep
 OVERHEAD_TURNS = 1.0  # a run's cost besides its turns, in turns, until a rate measures it (the first prefill is about one)
-# Turns a token budget is expected to take before this machine has measured tokens per turn (SmolLM2 on the
-# packaged corpus spent about this many of each metric per turn); replaced by the measured figure after one run.
-TOKENS_PER_TURN = {"total": 9000.0, "prompt": 8600.0, "completion": 400.0, "uncached_prompt": 3000.0}
+# Tokens a turn spends, to turn a token budget into turns before this machine has measured its own (SmolLM2 on the
+# packaged corpus, 5 questions x 3 tiers x budget 2, spent about this many of each metric per turn).
+TOKENS_PER_TURN = {"total": 1800.0, "prompt": 1650.0, "completion": 130.0, "uncached_prompt": 500.0}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ def test_expected_turns_follow_the_budget():
     assert expected_turns(30, "turns", True, 64) == 30 and expected_turns(30, "turns", False, 64) == 1
     assert expected_turns(100, "turns", True, 64) == 64  # max_turns caps it
     assert expected_turns(20000, "tokens", True, 64, "total", {"total": 4000}) == 5
-    assert expected_turns(20000, "tokens", True, 64, "completion") == 20000 / sweep_plan.TOKENS_PER_TURN["completion"]
+    assert expected_turns(2000, "tokens", True, 64, "completion") == 2000 / sweep_plan.TOKENS_PER_TURN["completion"]
+    assert expected_turns(10**6, "tokens", True, 64, "completion") == 64  # max_turns caps a token budget too
 
 
 def test_the_stored_rate_separates_a_runs_own_cost_from_its_turns():
