@@ -110,7 +110,7 @@ def _finish(record: RunRecord, recorder: Recorder, ws: Workspace, client, ctx: T
         record.server = parse_metrics(client.get_text("/metrics"))
     if ctx.retrieval is not None:
         with contextlib.suppress(Exception):
-            record.retrieval = ctx.retrieval.stats()
+            record.retrieval = ctx.retrieval.stats(record.retrieval)  # a resumed run adds to what it had
     record.finished_at = dt.datetime.now(dt.timezone.utc).isoformat()
     record.status = "complete"
     recorder.close()

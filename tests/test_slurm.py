@@ -18,7 +18,7 @@ from searchbox import threads
 from hydra_plugins.searchbox_slurm.slurm_launcher import _own_error, varying
 from tests.fakes.commands import SWEEP
 from tests.fakes.scripted_server import ScriptedServer
-from tests.test_scaleout import GRID, ROOT, _launch_over_partial, _rows, _sweep, basic_reference  # noqa: F401 (a fixture)
+from tests.test_scaleout import ROOT, _launch_over_partial, _rows, _sweep, basic_reference  # noqa: F401 (a fixture)
 
 # Small jobs: the test node has 2 CPUs, and memory is only checked against the node's (CR_CPU).
 SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10"]

@@ -203,7 +203,7 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> Tool
         "next": nxt, "left": len(lines) - (nxt - 1) if nxt else 0, "total": len(lines), "file_bytes": st.st_size, "bytes_read": len(data)})
 
 
-def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
+def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolResult:
     limit = min(float(timeout or ctx.harness.bash_timeout_s), ctx.harness.bash_timeout_s * 4)
     result = sandbox.run_shell(command, ctx.work, [ctx.dataroom], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4,
                                sandbox.limits_for(ctx.harness))
@@ -218,7 +218,8 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
         raise ToolError(f"command killed: {result.killed}\n{out}")
     if result.full:
         raise ToolError(f"{result.full}\n{out}\n[exit code {result.exit_code}]")
-    return f"{out}\n[exit code {result.exit_code}]" if result.exit_code else (out or "[no output, exit code 0]")
+    text = f"{out}\n[exit code {result.exit_code}]" if result.exit_code else (out or "[no output, exit code 0]")
+    return ToolResult(text, {"exit_code": result.exit_code})  # programs (the dashboard's error counts) read the exit code here
 
 
 def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
