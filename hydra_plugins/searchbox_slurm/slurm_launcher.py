@@ -24,10 +24,10 @@ def _say(message: str) -> None:
     print(f"searchbox: {message}", file=sys.stderr, flush=True)
 
 
-def _own_error(log: Path) -> str:
+def _own_error(path: Path) -> str:
     """The job's own one-line reason, when searchbox stopped it (errors.task prints `searchbox: <reason>` last)."""
     try:
-        lines = log.read_text(errors="replace").splitlines()
+        lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return ""
     return next((ln.removeprefix("searchbox: ") for ln in reversed(lines) if ln.startswith("searchbox: ")), "")
@@ -77,7 +77,7 @@ class SlurmLauncher(PluginSlurmLauncher):
         ids = sorted({j.job_id.split("_")[0] for j in jobs})
         print(f"[sweep] Slurm job(s) {', '.join(ids)}: {len(jobs)} job(s); logs in {sweep_dir}/.submitit/", file=sys.stderr, flush=True)
         try:
-            self._wait(jobs, labels)
+            self._wait(jobs)
         except KeyboardInterrupt:
             _say(f"interrupted: the Slurm jobs run on without this process (squeue -j {','.join(ids)}); wait for them or "
                  f"scancel {' '.join(ids)} before running the same command again, or both would do the same runs")
@@ -110,7 +110,7 @@ class SlurmLauncher(PluginSlurmLauncher):
         return [i for i, job in enumerate(jobs) if not job.paths.result_pickle.exists() or job.exception() is not None]
 
     @staticmethod
-    def _wait(jobs: list, labels: list[str]) -> None:
+    def _wait(jobs: list) -> None:
         """Until every job has ended, saying so when the jobs' Slurm states change (at most every STATE_EVERY_S)."""
         said: dict[str, int] = {}
         last = -STATE_EVERY_S
