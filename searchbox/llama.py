@@ -283,17 +283,18 @@ def die_with_parent() -> None:
 THREAD_FLAGS = ("-t", "--threads", "-tb", "--threads-batch")
 GPU_LAYER_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 # What makes a run's numbers depend on the run alone (measured on this build: benchmarks/determinism.py). Each is
-# (flags that set it by hand in model.server_args, what the embedded server gets otherwise):
-# - flash attention off: its CPU decode splits the KV cache over the -t threads, so -t 1 and -t 2 sent different
-#   tokens for one request; without it every thread count gives the same bits, and the thread plan may follow the
-#   load without changing any result (nor the run key, which holds no thread count);
+# (flags that set it by hand in model.server_args, what the embedded server gets otherwise, on the CPU only):
+# - flash attention off on the CPU: its decode splits the KV cache over the -t threads, so -t 1 and -t 2 sent
+#   different tokens for one request; without it every thread count gives the same bits, and the thread plan may
+#   follow the load without changing any result (nor the run key, which holds no thread count). Fully offloaded to
+#   a GPU the CPU threads compute nothing, and flash attention stays as llama.cpp sets it;
 # - no host-RAM prompt cache: a request on a freshly erased slot could load an earlier run's prompt from it;
 # - slot actions on (--slot-save-path; nothing is ever saved there), so each run erases its slot before it starts
 #   (llm.ChatClient.start_clean): a cached prefix and a fresh prefill differ in the last bits.
-DETERMINISM_FLAGS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
-    (("-fa", "--flash-attn"), ("-fa", "off")),
-    (("-cram", "--cache-ram"), ("--cache-ram", "0")),
-    (("--slot-save-path",), ("--slot-save-path", "{slots}")),
+DETERMINISM_FLAGS: tuple[tuple[tuple[str, ...], tuple[str, ...], bool], ...] = (
+    (("-fa", "--flash-attn"), ("-fa", "off"), True),
+    (("-cram", "--cache-ram"), ("--cache-ram", "0"), False),
+    (("--slot-save-path",), ("--slot-save-path", "{slots}"), False),
 )
 
 
@@ -344,8 +345,8 @@ class LlamaServer:
         if self.on_gpu and not any(a in GPU_LAYER_FLAGS for a in self.extra):
             cmd += ["-ngl", "all"]
         given = {a.partition("=")[0] for a in self.extra}
-        for names, flags in DETERMINISM_FLAGS:
-            if not given & set(names):
+        for names, flags, cpu_only in DETERMINISM_FLAGS:
+            if not given & set(names) and not (cpu_only and self.on_gpu):
                 cmd += [f.format(slots=cache_dir("slots")) for f in flags]
         return cmd + self.extra
 

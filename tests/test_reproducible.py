@@ -78,11 +78,14 @@ def test_a_sweep_pins_its_runs_to_the_slots_of_its_pool(tmp_path):
 
 # ---- the embedded server is started for reproducibility --------------------------------------------------
 def test_embedded_server_flags_make_results_independent_of_threads_and_history(tmp_path):
-    cmd = llama.LlamaServer(tmp_path / "llama-server", tmp_path / "m.gguf", threads=2).command()
+    cmd = llama.LlamaServer(tmp_path / "llama-server", tmp_path / "m.gguf", threads=2, gpu=False).command()
     joined = " ".join(cmd)
     assert "-fa off" in joined and "--cache-ram 0" in joined and "--slot-save-path" in joined
     assert Path(cmd[cmd.index("--slot-save-path") + 1]).is_dir()  # llama-server refuses a path that is not a directory
-    by_hand = llama.LlamaServer(tmp_path / "llama-server", tmp_path / "m.gguf", extra=["--flash-attn", "on", "--cache-ram=512"]).command()
+    on_gpu = llama.LlamaServer(tmp_path / "llama-server", tmp_path / "m.gguf", gpu=True).command()
+    assert "-fa" not in on_gpu and "--cache-ram" in on_gpu  # offloaded, the CPU threads compute nothing
+    by_hand = llama.LlamaServer(tmp_path / "llama-server", tmp_path / "m.gguf", extra=["--flash-attn", "on", "--cache-ram=512"],
+                                gpu=False).command()
     assert "-fa" not in by_hand and "--cache-ram" not in by_hand  # model.server_args win (and are in the run key)
     assert by_hand[-3:] == ["--flash-attn", "on", "--cache-ram=512"]
 
