@@ -214,6 +214,9 @@ def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None,
     client = make_client(cfg, endpoint, record.question, gold_files, run_dir)
     if cfg.harness.run_ceiling_s:
         client.deadline = time.monotonic() + cfg.harness.run_ceiling_s - record.elapsed_s
+    if isinstance(client, ChatClient):  # the resumed part starts from a cold slot too: its first request is prefilled fresh
+        client.start_clean()
+        record.served.slot, record.served.slot_start = client.slot, client.slot_start
     record.config, record.budget, record.status, record.resumes = cfg.to_dict(), cfg.harness.budget, "running", record.resumes + 1
     record.stop_reason = record.stop_detail = ""
     recorder = Recorder(run_dir, record, resume=True)

@@ -62,6 +62,16 @@ def test_no_slot_to_pin_leaves_requests_unpinned_and_says_why(tmp_path, server_k
     assert meta["served"]["slot"] is None and meta["served"]["slot_start"].startswith(why)
 
 
+def test_a_resumed_run_erases_its_slot_again(tmp_path):
+    from searchbox.run import resume
+
+    with ScriptedServer(SCRIPT * 2, slots=1) as srv:
+        execute(make_cfg(budget=1), "How tall?", None, tmp_path / "r", srv.url)
+        resumed = resume(tmp_path / "r", srv.url, budget=2)
+        assert srv.erased == [0, 0] and all(r.get("id_slot") == 0 for r in srv.requests)
+    assert resumed["served"]["slot"] == 0 and resumed["served"]["slot_start"] == "erased"
+
+
 def test_a_sweep_pins_its_runs_to_the_slots_of_its_pool(tmp_path):
     with ScriptedServer([], slots=2) as srv:
         env = {**os.environ, "LLAMA_URL": srv.url, "HYDRA_FULL_ERROR": "1"}
