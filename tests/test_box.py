@@ -178,7 +178,7 @@ def test_a_grep_pattern_exec_cannot_carry_is_an_invalid_call(toolset, case):
 def test_a_long_command_under_the_bound_still_runs(toolset):
     from searchbox.tools import builtins
 
-    assert builtins.bash(toolset.ctx, ": " + "x" * 131_000 + "; echo fine").strip() == "fine"
+    assert builtins.bash(toolset.ctx, ": " + "x" * 131_000 + "; echo fine").text.strip() == "fine"
 
 
 def test_a_huge_glob_and_a_broken_path_are_invalid_calls(toolset):

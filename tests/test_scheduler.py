@@ -226,6 +226,78 @@ def test_shutdown_preempts_running_jobs_into_the_pool(sched):
     assert sched.get("a").state == "paused" and sched.get("a").preempted
 
 
+# ---- preparing: an index build outside the slots (issue 21) --------------------------------------
+def test_a_preparing_job_holds_no_slot_and_queues_as_a_new_arrival(sched):
+    sched.submit("idx", {"question": "needs an index", "budget": 1}, "/runs/idx", prepare=True)
+    assert sched.get("idx").state == "preparing"
+    submit(sched, "b")
+    assert launched(sched) == [("start", "b")]  # the slot goes to b while idx's index is built
+    assert launched(sched) == []
+    assert sched.prepared("idx", True, {"seconds": 3.0, "chunks": 7, "built": True}).state == "queued"
+    assert sched.get("idx").prepare == {"seconds": 3.0, "chunks": 7, "built": True}
+    assert launched(sched) == []
+    assert sched.get("b").pause_request == "preempt"  # ready now, it arrives like a new job: b makes room
+    sched.exited("b", "paused")
+    assert launched(sched) == [("start", "idx")]
+    sched.exited("idx", "budget_spent")
+    assert launched(sched) == [("resume", "b")]
+
+
+def test_hold_cancel_and_failure_while_preparing(tmp_path):
+    db = tmp_path / "jobs.sqlite"
+    s = Scheduler(db)
+    for name in ("held", "cancelled", "broken", "restarted"):
+        s.submit(name, {"question": name, "budget": 1}, f"/runs/{name}", prepare=True)
+    assert s.hold("held").state == "preparing" and s.get("held").pause_request == "hold"  # its build goes on
+    assert s.prepared("held", True, {}).state == "held"  # ready, but held until resumed
+    assert s.resume("held").state == "queued"
+    assert s.cancel("cancelled").state == "cancelled"
+    assert s.prepared("cancelled", True, {}).state == "cancelled"  # a build that ends after the cancel changes nothing
+    failed = s.prepared("broken", False, {"seconds": 1.0}, "building the index failed: searchbox: disk full")
+    assert failed.state == "failed" and "disk full" in failed.error
+    s.close()
+    s2 = Scheduler(db)  # after a restart the build starts over: still preparing
+    assert s2.get("restarted").state == "preparing"
+    s2.hold("restarted")
+    assert s2.resume("restarted").pause_request is None  # the hold taken back before the build ended
+    s2.close()
+
+
+def test_every_waiting_job_says_why_and_where_it_stands(tmp_path):
+    s = Scheduler(tmp_path / "jobs.sqlite")
+    for name in ("a", "b", "c"):
+        submit(s, name)
+    launched(s)  # a runs; b and c waited with it (no preemption among them)
+    s.submit("idx1", {"question": "i1", "budget": 1}, "/runs/idx1", prepare=True)
+    s.submit("idx2", {"question": "i2", "budget": 1}, "/runs/idx2", prepare=True)
+    s.submit("h", {"question": "h", "budget": 1}, "/runs/h")
+    s.hold("h")
+    w = s.waiting()
+    assert "a" not in w  # running, nothing to explain
+    assert (w["b"]["position"], w["b"]["of"], w["c"]["position"], w["b"]["after"]) == (1, 2, 2, ["a"])
+    assert w["b"]["reason"] == "waiting for a model slot (1 of 1 model slot in use): it waits for those jobs to finish (it came after they started)"
+    assert "building the index" in w["idx1"]["reason"] and "1st after the build in progress" in w["idx2"]["reason"]
+    assert w["h"]["position"] is None and "until you resume it" in w["h"]["reason"]
+    s.hold("a")
+    w = s.waiting()
+    assert "pausing after its current step, as you asked" in w["a"]["reason"] and "a running job is pausing" in w["b"]["reason"]
+    s.exited("a", "paused")
+    assert s.waiting()["b"]["reason"].startswith("a slot is free")
+    s.close()
+
+    s = Scheduler(tmp_path / "two.sqlite")
+    submit(s, "old")
+    launched(s)
+    submit(s, "new")
+    launched(s)  # new came after old started: old makes room
+    assert "to make room for a newer job" in s.waiting()["old"]["reason"]
+    s.exited("old", "paused")
+    launched(s)
+    w = s.waiting()["old"]
+    assert (w["position"], w["of"]) == (1, 1) and "paused to make room for a newer job; it resumes by itself" in w["reason"]
+    s.close()
+
+
 # ---- resume continues the same run (the harness side, SPEC §11) ---------------------------------
 SCRIPT = []
 for _t in range(4):

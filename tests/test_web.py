@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -264,10 +265,19 @@ def test_sweeps_list_table_and_report(tmp_path):
         make_sweep(out, srv)
     with LiveApp(out, "http://127.0.0.1:9") as app:
         sweeps = app.get("/api/sweeps").json()["sweeps"]
-        assert [(s["name"], s["runs"], s["done"], s["table"]) for s in sweeps] == [("demo", 4, 4, True)]
+        assert [(s["name"], s["runs"], s["done"], s["table"], s["figures"]) for s in sweeps] == [("demo", 4, 4, True, 0)]
         detail = app.get("/api/sweeps/demo").json()
         assert detail["axes"] == ["tools", "budget"] and detail["total_rows"] == 4
-        assert {r["tools"] for r in detail["rows"]} == {"none", "grep_only"} and detail["shown"][:3] == ["run_id", "tools", "budget"]
+        # scores first (the primary grade, the lenient one, evidence), then the axes that vary, then what a run did
+        assert detail["shown"][:6] == ["run_id", "correct", "contains", "evidence_recall", "f1", "exact_match"]
+        assert detail["shown"].index("tools") < detail["shown"].index("budget") < detail["shown"].index("turns")
+        assert {r["run_id"]: r["correct"] for r in detail["rows"]} == {"grep_only-b1": 1.0, "grep_only-b2": 1.0, "none-b1": 0.0, "none-b2": 0.0}
+        # filters only on what varies; columns that never vary are listed once, beside the table
+        assert detail["filters"] == ["tools", "budget", "correct"]
+        assert detail["constants"]["question_id"] == "q1" and detail["constants"]["model"] == "smollm2-135m"
+        assert not set(detail["constants"]) & set(detail["columns"])
+        # "every column" is what varies and says something new: harness.budget repeats budget, so only budget stays
+        assert "budget" in detail["columns"] and "harness.budget" not in detail["columns"] and len(detail["columns"]) < 40
         ref = next(r["_ref"] for r in detail["rows"] if r["run_id"] == "grep_only-b2")
         events = dict((e, d) for e, d, _ in sse(f"{app.url}/api/runs/{ref}/events"))  # a sweep's run replays in the dashboard
         assert events["end"]["stop_reason"] == "budget_spent" and len(events["turns"]) == 2
@@ -275,12 +285,42 @@ def test_sweeps_list_table_and_report(tmp_path):
         report = app.post("/api/sweeps/demo/report")
         assert report.status_code == 200, report.text
         assert {"tool_choice.png", "tokens_per_turn.svg"} <= set(report.json()["figures"])
+        assert (out / "reports" / "demo" / "summary.md").is_file()  # where main.sh writes a sweep's report too
         fig = app.get("/sweeps/demo/figures/tool_choice.png")
         assert fig.status_code == 200 and fig.headers["content-type"] == "image/png" and fig.content[:4] == b"\x89PNG"
-        assert "<img" in app.get("/api/sweeps/demo").json()["summary_html"]
+        detail = app.get("/api/sweeps/demo").json()
+        names = [f["name"] for f in detail["figures"]]
+        assert "tool_choice" in names and len(names) == len(set(names))  # each figure once (PNG, with its SVG beside)
+        assert next(f for f in detail["figures"] if f["name"] == "tool_choice")["svg"] == "tool_choice.svg"
+        summary_md = (out / "reports" / "demo" / "summary.md").read_text()
+        assert "](tool_choice.png)" in summary_md and "<img" not in detail["summary_html"]  # not a second time in the summary
+        assert detail["report"]["folder"] == "reports/demo"
+        assert app.get("/api/sweeps").json()["sweeps"][0]["figures"] == len(names)
         for bad in ("../demo/runs.parquet", "summary.md", "..%2f..%2fsecret.png"):
             assert app.get(f"/sweeps/demo/figures/{bad}").status_code == 404
         assert app.get("/api/sweeps/..").status_code == 404
+
+
+def test_figures_searchbox_report_drew_are_found_where_it_wrote_them(tmp_path):
+    """main.sh runs `searchbox.report SWEEP --out OUTPUTS/reports/NAME`; an older render sits in SWEEP/report: the newer is shown."""
+    out = tmp_path / "out"
+    sweep = out / "sweeps" / "s"
+    (sweep / "runs").mkdir(parents=True)
+    old, new = sweep / "report", out / "reports" / "s"
+    for folder, fig in ((old, "old_fig"), (new, "new_fig")):
+        folder.mkdir(parents=True)
+        (folder / f"{fig}.png").write_bytes(b"\x89PNG fake")
+        (folder / "summary.md").write_text(f"# {fig}\n\n![The {fig}]({fig}.png)\n")
+    os.utime(old / "old_fig.png", (1, 1))
+    os.utime(old / "summary.md", (1, 1))
+    import pandas as pd
+
+    pd.DataFrame([{"run_id": "r1", "correct": 1.0}]).to_parquet(sweep / "runs.parquet")
+    with LiveApp(out, "http://127.0.0.1:9") as app:
+        detail = app.get("/api/sweeps/s").json()
+        assert [(f["name"], f["title"]) for f in detail["figures"]] == [("new_fig", "The new fig")]
+        assert app.get("/sweeps/s/figures/new_fig.png").status_code == 200
+        assert app.get("/sweeps/s/figures/old_fig.png").status_code == 404
 
 
 def _children_named(ppid: int, suffix: bytes) -> set[int]:
@@ -449,3 +489,173 @@ def test_cross_site_post_without_origin_is_refused(tmp_path):
         plain = app.post("/api/jobs", data={"budget": "1"})  # a script, not a browser: neither header
         assert same.status_code == plain.status_code == 400 and "question: required" in same.json()["error"]
         assert app.get("/api/jobs", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # reads stay as they were
+
+
+# ---- issue 21: the run page's data, preparing jobs, what the record says while a run is live ----------------------------
+def test_a_job_whose_index_is_missing_prepares_outside_the_slot_while_another_runs(tmp_path):
+    """The first dense search used to embed the dataroom inside the run, holding the only model slot for minutes; now the
+    job is `preparing` (its index built by a separate process, progress in the job) while a later job runs to the end."""
+    import fcntl
+
+    from searchbox.index.store import LOCK
+    from searchbox.web import prepare
+
+    room = tmp_path / "room.zip"
+    room.write_bytes(dataroom_zip())
+    folder = prepare.index_folder({"tool_names": ["search_dataroom"], "tools": "high", "dataroom": str(room)})
+    folder.mkdir(parents=True)
+    lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another writer is busy with this index: the build waits for it, deterministically
+    script = turn_script(1) + [{"tool_calls": [{"name": "search_dataroom", "arguments": {"query": "Gannet Rock height"}}]},
+                               {"content": "38.4 metres"}]
+    try:
+        with ScriptedServer(script) as srv, LiveApp(tmp_path / "out", srv.url) as app:
+            a = submit(app, budget=1, tools="high", question="indexed question", files={"dataroom": ("room.zip", room.read_bytes(), "application/zip")})
+            assert a["state"] == "preparing" and "building the index" in a["wait"]["reason"]
+            assert [x["label"] for x in a["actions"]] == ["Hold", "Cancel"]
+            b = submit(app, budget=1, tools="none", question="plain question")
+            done_b = app.wait_job(b["id"], ("done",))  # b had the slot while a's index waited to be built
+            assert done_b["launches"] == 1 and app.get(f"/api/jobs/{a['id']}").json()["job"]["state"] == "preparing"
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            done_a = app.wait_job(a["id"], ("done",), timeout=300)
+            assert done_a["prepare"]["built"] is True and done_a["prepare"]["chunks"] == 7 and done_a["prepare"]["seconds"] > 0
+            meta = json.loads((tmp_path / "out" / "web" / "jobs" / a["id"] / "run_meta.json").read_text())
+            retrieval = meta["retrieval"]
+            assert retrieval["index"]["folder"] == str(folder) and retrieval["index"]["built"] is False  # the run found it ready
+            assert retrieval["searches"] == 1
+            progress = json.loads((tmp_path / "out" / "web" / "prepare" / f"{a['id']}.json").read_text())
+            assert progress["finished"] and progress["chunks"] == 7
+            log = app.get(f"/api/jobs/{a['id']}/log").json()
+            assert "=== prepare (index build)" in log["text"] and "=== start" in log["text"] and log["bytes"] > 0
+    finally:
+        os.close(lock)
+
+
+def test_a_cancelled_preparing_job_stops_its_build(tmp_path):
+    import fcntl
+
+    from searchbox.index.store import LOCK
+    from searchbox.web import prepare
+
+    room = tmp_path / "room.zip"
+    room.write_bytes(dataroom_zip())
+    folder = prepare.index_folder({"tool_names": ["search_dataroom"], "tools": "high", "dataroom": str(room)})
+    folder.mkdir(parents=True)
+    lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        with LiveApp(tmp_path / "out", "http://127.0.0.1:9") as app:
+            a = submit(app, budget=1, tools="high", files={"dataroom": ("room.zip", room.read_bytes(), "application/zip")})
+            wait_for(lambda: a["id"] in app.app.state.runner.preps, what="the index build to start")
+            proc = app.app.state.runner.preps[a["id"]]
+            cancelled = app.post(f"/api/jobs/{a['id']}/cancel").json()["job"]
+            assert cancelled["state"] == "cancelled" and cancelled["terminal"] and cancelled["actions"] == []
+            wait_for(lambda: proc.poll() is not None, what="the build process to stop")
+            assert app.get(f"/api/jobs/{a['id']}").json()["job"]["state"] == "cancelled"
+    finally:
+        os.close(lock)
+
+
+def test_a_job_that_needs_no_index_queues_at_once(tmp_path):
+    from searchbox.web import prepare
+
+    assert prepare.index_needed({"tool_names": ["read", "grep"], "tools": "grep_only"}) is None
+    spec = {"tool_names": ["search_dataroom"], "tools": "high"}
+    assert prepare.index_needed(spec) == prepare.index_folder(spec)  # the packaged corpus, not built in this isolated home
+
+
+def test_the_record_has_its_context_window_and_protocol_before_the_first_call(tmp_path):
+    """The live gauge read run_meta.json, written before the context window was known: empty for the whole run."""
+    import threading
+
+    from searchbox.run import execute
+    from tests.conftest import make_cfg
+
+    seen: list[dict] = []
+    run_dir = tmp_path / "run"
+    with ScriptedServer([{"sleep": 3.0, "content": "done"}]) as srv:
+        thread = threading.Thread(target=execute, args=(make_cfg(budget=1, sandbox="none"), "q?", None, run_dir, srv.url), daemon=True)
+        thread.start()
+
+        def first_record():
+            path = run_dir / "run_meta.json"
+            if path.exists():
+                with contextlib.suppress(ValueError):
+                    seen.append(json.loads(path.read_text()))
+            return seen
+
+        wait_for(first_record, what="the run's first record")
+        thread.join(60)
+    first = seen[0]
+    assert first["status"] == "running"
+    assert first["context_window"] == 8192 and first["protocol"] == "native"
+
+
+def test_bash_exit_codes_and_full_lines_reach_the_dashboard(tmp_path):
+    from searchbox.web import runview
+    from tests.conftest import run_script
+
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "no-such-program-here"}}]},
+              {"tool_calls": [{"name": "bash", "arguments": {"command": "printf '%5000s' x"}}]}, {"content": "gave up"}]
+    meta, _, run_dir = run_script(tmp_path, script, cfg=None)
+    events, _ = runview.read_trace(run_dir)
+    outputs = [e for e in events if e.get("role") == "tool"]
+    assert [e["exit_code"] for e in outputs] == [127, 0]  # a non-zero exit counts as an error in the dashboard
+    assert meta["tool_errors"] == 0  # the record counts refused calls only; the page adds the non-zero exits
+    long = outputs[1]
+    assert long["chars"] > len(long["content"])  # the stream sends a preview...
+    whole = runview.trace_line(run_dir, long["at"])["line"]["message"]["content"]
+    assert len(whole) == long["chars"]  # ...and the line, asked for by where it starts, whole
+    found = runview.search_trace(run_dir, "NO-SUCH-program")
+    assert found["hits"] == [e["at"] for e in events if "no-such-program" in json.dumps(e)][:2] and found["hits"]
+    with pytest.raises(runview.NotFound):
+        runview.trace_line(run_dir, long["at"] + 1)  # not the start of a line
+
+
+def test_run_result_and_job_api(tmp_path):
+    out = tmp_path / "out"
+    with ScriptedServer([]) as srv:
+        make_sweep(out, srv)
+    with ScriptedServer(turn_script(2)) as srv, LiveApp(out, srv.url) as app:
+        right = app.get("/api/runs/sweeps/demo/runs/grep_only-b1/result").json()
+        assert right["gold"]["answer"] == "38.4 metres" and right["grades"]["correct"] == 1.0
+        assert right["verdict"]["correct"] == 1.0 and right["verdict"]["asserted"]
+        assert right["evidence"]["files"] == [{"path": "reports/gannet-rock-survey.md", "measured": True, "received": True}]
+        assert right["evidence"]["first_turn"] == 1 and right["evidence"]["tools"] == ["grep"]
+        wrong = app.get("/api/runs/sweeps/demo/runs/none-b1/result").json()
+        assert wrong["grades"]["correct"] == 0.0 and wrong["verdict"]["correct"] == 0.0 and wrong["verdict"]["reason"]
+        assert app.get("/compare", params={"a": "sweeps/demo/runs/none-b1", "b": "sweeps/demo/runs/grep_only-b1"}).status_code == 200
+        assert app.get("/compare", params={"a": "sweeps/demo/runs/none-b1", "b": "../../etc"}).status_code == 404
+        job = submit(app, budget=2, question="How tall?")
+        app.wait_job(job["id"], ("done",))
+        log = app.get(f"/api/jobs/{job['id']}/log").json()
+        assert "=== start" in log["text"]
+        assert app.get("/api/jobs/nope/log").status_code == 404
+        done = app.get(f"/api/jobs/{job['id']}").json()["job"]
+        assert [a["label"] for a in done["actions"]] == ["Continue"] and done["terminal"] and done["wait"] is None
+        assert app.get(f"/api/runs/{job['ref']}/result").json()["gold"] is None  # a submitted job has no gold
+
+
+def test_retrieval_counts_survive_a_pause_and_resume(tmp_path):
+    """A web job preempted after its first dense search was resumed by a new process, whose stats replaced the record's:
+    run_meta.retrieval said searches 0, scopes_built 0."""
+    import pandas as pd
+
+    from searchbox import run as run_mod
+    from tests.conftest import make_cfg
+
+    cfg = make_cfg(budget=2, sandbox="none")
+    cfg.tools = "high"
+    step = [{"tool_calls": [{"name": "search_dataroom", "arguments": {"query": "Gannet Rock height"}}]}, {"content": "38.4 metres"}]
+
+    def after_one_turn():
+        path = tmp_path / "run" / "turns.parquet"
+        return path.exists() and len(pd.read_parquet(path)) >= 1
+
+    with ScriptedServer(step * 2) as srv:
+        first = run_mod.execute(cfg, "How tall is Gannet Rock?", None, tmp_path / "run", srv.url, should_pause=after_one_turn)
+        assert first["stop_reason"] == "paused" and first["retrieval"]["searches"] == 1 and first["retrieval"]["index"]["built"]
+        resumed = run_mod.resume(tmp_path / "run", srv.url, budget=2)
+    r = resumed["retrieval"]
+    assert resumed["turns"] == 2 and r["searches"] == 2 and r["scopes_built"] == 1 and r["index"]["built"] is True
+    assert r["setup_s"] >= first["retrieval"]["setup_s"] > 0

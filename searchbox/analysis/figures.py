@@ -240,6 +240,6 @@ FIGURES = {
 def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
-    fig.savefig(paths[0], dpi=130)
-    fig.savefig(paths[1])
+    fig.savefig(paths[0], dpi=130, bbox_inches="tight")  # tight: a title or label wider than the axes is never cut off
+    fig.savefig(paths[1], bbox_inches="tight")
     return paths

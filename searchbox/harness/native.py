@@ -15,6 +15,7 @@ class NativeHarness(Harness):
     def run(self, ctx: RunContext) -> None:
         protocol = choose(ctx.config.model.protocol, ctx.client)
         ctx.record.protocol = protocol.name
+        ctx.recorder.write_record()  # protocol and context window on disk before the first call (a live dashboard reads them)
         Agent(ctx, protocol).run()
 
     def resume(self, ctx: RunContext, checkpoint: dict) -> None:

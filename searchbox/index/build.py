@@ -22,6 +22,7 @@ from ..errors import BackendError, SearchboxError
 from ..paths import atomic_write
 from ..retrieval.lexical import BM25Index
 from . import ann as ann_mod
+from . import progress as index_progress
 from .source import Chunking, content_hash, iter_folder, source_folder, source_kind
 from .segment import Encoder, Progress, SegmentWriter, save_npy, write_bytes
 from .store import FORMAT, LOCK, STATE, Index, IndexMissing, describe, generation_state_name, pin_name, read_state
@@ -234,6 +235,7 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
     hash to it (every file counted, as Workspace.sha256 does), else nothing is committed.
     """
     start = time.monotonic()
+    progress = index_progress.also(progress)  # whoever shows builds (CLI, sweep, web) hears this one too
     source, folder = Path(source).resolve(), Path(folder)
     kind = source_kind(source)
     embedder = {**embedder, "key": encoder.identity}
@@ -300,6 +302,7 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
     deleted ones. compact: True always, False never, None when over half the rows are dead or there
     are more than 8 segments."""
     start = time.monotonic()
+    progress = index_progress.also(progress)
     folder = Path(folder)
     with writer_lock(folder):
         idx = Index.open(folder)

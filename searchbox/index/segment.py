@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import BackendError
 from .store import MANIFEST_DTYPE, describe
 
-EMBED_BATCH = 1024  # chunks per encoder call: large enough to batch well, small enough to report progress
+EMBED_BATCH = 256  # chunks per encoder call: large enough to batch well, small enough to report progress every few seconds on a CPU
 
 
 class Encoder(Protocol):
@@ -102,6 +102,8 @@ class SegmentWriter:
     def _embed_into(self, path: Path, encoder: Encoder, dim: Optional[int], progress: Optional[Progress]) -> int:
         n = len(self.texts)
         out = None
+        if progress:
+            progress("embed", 0, n)  # the total is known before the first batch
         for start in range(0, n, EMBED_BATCH):
             batch = self.texts[start : start + EMBED_BATCH]
             vecs = check_vectors(encoder.encode(batch, "passage"), len(batch), dim)

@@ -173,6 +173,7 @@ class Retrieval:
     def answer(self, question: str, k: int = 5) -> dict:
         """Dense-retrieve max(20, 6k) chunks, rerank them to the k best."""
         corpus = self.corpus
+        self.timing.searches += 1
         wide = self.dense_top(question, max(20, 6 * k))
         scores = self.reranker.score(question, [corpus.chunk(i).text for i, _ in wide])
         if scores is None:
@@ -186,14 +187,21 @@ class Retrieval:
     def _hit(chunk: Chunk, score: float) -> dict:
         return {"path": f"dataroom/{chunk.path}", "chunk": chunk.index, "score": round(score, 4), "text": chunk.text}
 
-    def stats(self) -> dict:
-        """What run_meta records about retrieval."""
+    def stats(self, before: Optional[dict] = None) -> dict:
+        """What run_meta records about retrieval; `before`: what earlier processes of the same run recorded (a resumed
+        run adds to it, so a search or an index build before a pause is still counted)."""
+        before = before or {}
         scopes = self._corpus.scopes_built if isinstance(self._corpus, MemoryCorpus) else int(bool(self.index_info.get("built")))
-        out = {"setup_s": round(self.timing.setup_s, 3), "scopes_built": scopes, "searches": self.timing.searches,
+        out = {"setup_s": round(self.timing.setup_s + float(before.get("setup_s") or 0), 3),
+               "scopes_built": scopes + int(before.get("scopes_built") or 0), "searches": self.timing.searches + int(before.get("searches") or 0),
                "embedder": self.cfg.embedder, "embed_model": self.cfg.embed_model, "retriever": self.cfg.retriever,
                "reranker": self.cfg.reranker if self._reranker is None else self._reranker.name,
-               "index": {"persistent": self.index_cfg.persistent, "backend": self.index_cfg.backend, **self.index_info}}
+               "index": {**(before.get("index") or {}), "persistent": self.index_cfg.persistent, "backend": self.index_cfg.backend,
+                         **self.index_info}}
+        if (before.get("index") or {}).get("built") and not self.index_info.get("built"):  # built by an earlier process
+            out["index"].update(built=True, embedded_chunks=before["index"].get("embedded_chunks"))
         if self._encoder is not None:
-            out["cache"] = dict(self._encoder.stats)
+            earlier = before.get("cache") or {}
+            out["cache"] = {k: v + int(earlier.get(k) or 0) if isinstance(v, int) else v for k, v in self._encoder.stats.items()}
             out["device"] = getattr(self._encoder.embedder, "device", None)
         return out

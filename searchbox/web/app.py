@@ -26,15 +26,14 @@ from ..config import DataroomLimits
 from ..dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
 from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members
-from . import runview, sweeps
+from . import prepare, runview, sweeps
 from .endpoints import EndpointNotAllowed, EndpointPolicy
 from .guard import Guard, error_page
 from .jobs import JobRunner, new_job_id
-from .scheduler import Scheduler, SchedulerError, UnknownJob
+from .scheduler import PAUSING, TERMINAL, Job, Scheduler, SchedulerError, UnknownJob
 
 log = logging.getLogger("searchbox.web")
 
-TERMINAL = ("done", "failed", "cancelled")
 POLL_S = 0.4
 MAX_QUESTION = 20_000
 TIER_LABELS = {"builtin": "Built-in tools", "high": "High tier: dataroom-aware", "low": "Low tier: embedding primitives"}
@@ -155,6 +154,11 @@ def create_app(settings: WebSettings) -> FastAPI:
         sweeps.sweep_dir(settings.outputs, name)
         return page("sweep.html")
 
+    @app.get("/compare", response_class=HTMLResponse)
+    async def compare_page(a: str, b: str):
+        located(a), located(b)
+        return page("compare.html")
+
     @app.get("/sweeps/{name}/figures/{figure}")
     async def figure(name: str, figure: str):
         path = sweeps.figure_path(settings.outputs, name, figure)
@@ -175,16 +179,27 @@ def create_app(settings: WebSettings) -> FastAPI:
             "max_upload_mb": round(settings.max_upload_bytes / 1024**2, 1), "max_budget": settings.max_budget,
         }
 
-    def job_view(job) -> dict:
-        return {**job.public(), "ref": f"web/jobs/{job.id}", "url": f"/runs/web/jobs/{job.id}"}
+    def job_view(job: Job, waiting: Optional[dict] = None) -> dict:
+        """A job as the pages and scripts see it: its fields, why it waits and where it stands, what each action does."""
+        if waiting is None:
+            waiting = app.state.sched.waiting()
+        progress = app.state.runner.progress(job.id) if job.state == "preparing" else None
+        return {**job.public(), "ref": f"web/jobs/{job.id}", "url": f"/runs/web/jobs/{job.id}", "wait": waiting.get(job.id),
+                "progress": progress, "actions": job_actions(job)}
 
     @app.get("/api/jobs")
     async def list_jobs():
-        return {"jobs": [job_view(j) for j in reversed(app.state.sched.jobs())]}
+        waiting = app.state.sched.waiting()
+        return {"jobs": [job_view(j, waiting) for j in reversed(app.state.sched.jobs())]}
 
     @app.get("/api/jobs/{job_id}")
     async def get_job(job_id: str):
         return {"job": job_view(app.state.sched.get(job_id))}
+
+    @app.get("/api/jobs/{job_id}/log")
+    async def job_log(job_id: str):
+        app.state.sched.get(job_id)  # a 404 for an unknown job
+        return await run_in_threadpool(app.state.runner.log_tail, job_id)
 
     @app.post("/api/jobs", status_code=201, max_body_size=max_body)
     async def submit(request: Request):
@@ -205,7 +220,11 @@ def create_app(settings: WebSettings) -> FastAPI:
                 dest.unlink(missing_ok=True)
                 raise
             spec["dataroom"], spec["dataroom_name"] = str(dest), upload.filename[:200]
-        return {"job": job_view(runner.submit(job_id, spec))}
+        try:  # an index its run would build on its first search is built first, outside the model slots
+            needs_index = await run_in_threadpool(prepare.index_needed, spec) is not None
+        except SearchboxError as exc:
+            raise BadInput(f"dataroom: {exc}") from None
+        return {"job": job_view(runner.submit(job_id, spec, needs_index=needs_index))}
 
     @app.post("/api/jobs/{job_id}/pause", max_body_size=small)
     async def pause(job_id: str):
@@ -286,6 +305,18 @@ def create_app(settings: WebSettings) -> FastAPI:
     async def answer(ref: str, run_dir: Path = Depends(located)):
         return await run_in_threadpool(runview.answer, run_dir)
 
+    @app.get("/api/runs/{ref:path}/line")
+    async def trace_line(ref: str, at: int, run_dir: Path = Depends(located)):
+        return await run_in_threadpool(runview.trace_line, run_dir, at)
+
+    @app.get("/api/runs/{ref:path}/search")
+    async def trace_search(ref: str, q: str = "", run_dir: Path = Depends(located)):
+        return await run_in_threadpool(runview.search_trace, run_dir, q[:500])
+
+    @app.get("/api/runs/{ref:path}/result")
+    async def run_result(ref: str, run_dir: Path = Depends(located)):
+        return await run_in_threadpool(runview.result, run_dir)
+
     @app.get("/api/runs/{ref:path}/snapshot")
     async def snapshot(ref: str, run_dir: Path = Depends(located)):
         job = job_of(ref)
@@ -313,6 +344,34 @@ def create_app(settings: WebSettings) -> FastAPI:
         return result
 
     return app
+
+
+# ---- what a job's buttons do ---------------------------------------------------------------
+def job_actions(job: Job) -> list[dict]:
+    """The actions that apply to a job now, each with its button label and what it does (one source for every page)."""
+    st, req = job.state, job.pause_request
+    out: list[dict] = []
+
+    def add(action: str, label: str, does: str, confirm: Optional[str] = None):
+        out.append({"action": action, "label": label, "does": does, "confirm": confirm})
+
+    if st == "running" and req not in PAUSING:
+        add("pause", "Pause", "Pause after the current step; it stays paused (held) until you resume it.")
+    elif st in ("queued", "paused") or (st == "preparing" and req != "hold"):
+        add("pause", "Hold", {"queued": "Take it out of the queue: it will not start until you resume it.",
+                              "paused": "Keep it paused: it will not resume by itself until you resume it.",
+                              "preparing": "Hold it once its index is built: it will not queue until you resume it."}[st])
+    if st == "held" or (st in ("running", "preparing") and req == "hold"):
+        add("resume", "Resume", "Let it run again: it takes the next free model slot in its turn." if st == "held"
+            else "Take the pause back: it carries on.")
+    elif st == "failed":
+        add("resume", "Retry", "Run it again from its last finished step (or from the start if it never began).")
+    elif st == "done":
+        add("resume", "Continue", "Give it a larger budget and go on from where it stopped.")
+    if st not in TERMINAL or st == "failed":
+        add("cancel", "Cancel", "Stop it for good" + (" after its current step" if st == "running" else "") + "; it cannot be resumed.",
+            confirm="Cancel this job? It stops for good and cannot be resumed.")
+    return out
 
 
 # ---- input checks --------------------------------------------------------------------------

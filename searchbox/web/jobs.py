@@ -1,4 +1,5 @@
-"""Job processes: one `python -m searchbox.run` child per job, started, paused (PAUSE file) and resumed as the scheduler says.
+"""Job processes: one `python -m searchbox.run` child per job, started, paused (PAUSE file) and resumed as the scheduler says;
+before it, for a job that needs its dataroom's index built, one `python -m searchbox.web.prepare` child outside the slots.
 
 A run in its own process cannot take the server down, however it ends. All children are started
 from the runner's one thread, so the parent-death signal they carry fires only when the server
@@ -22,6 +23,7 @@ from typing import Optional
 
 from ..llama import die_with_parent
 from .endpoints import EndpointPolicy
+from . import prepare
 from .scheduler import PAUSING, Job, Launch, Scheduler
 from .sweeps import last_reason
 
@@ -41,11 +43,12 @@ class JobRunner:
         self.endpoints = endpoints or EndpointPolicy(endpoint)
         self.poll_s, self.python, self.grace_s = poll_s, python, grace_s
         self.procs: dict[str, subprocess.Popen] = {}
+        self.preps: dict[str, subprocess.Popen] = {}  # index builds of preparing jobs (one at a time)
         self._paused: set[str] = set()  # jobs whose PAUSE file we made
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        for sub in ("jobs", "uploads", "logs", "tmp"):
+        for sub in ("jobs", "uploads", "logs", "tmp", "prepare"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
     # ---- paths ---------------------------------------------------------------------------
@@ -58,9 +61,25 @@ class JobRunner:
     def upload_path(self, job_id: str) -> Path:
         return self.root / "uploads" / f"{job_id}.zip"
 
+    def progress_path(self, job_id: str) -> Path:
+        return self.root / "prepare" / f"{job_id}.json"
+
+    def progress(self, job_id: str) -> Optional[dict]:
+        """A preparing job's index build as its process last wrote it: {stage, done, total, seconds}."""
+        return prepare.read_progress(self.progress_path(job_id))
+
+    def log_tail(self, job_id: str, size: int = 64 * 1024) -> dict:
+        """The end of the job's process log (its runs and its index build, each launch under a `===` line)."""
+        path = self.log_path(job_id)
+        try:
+            total = path.stat().st_size
+        except OSError:
+            return {"text": "", "bytes": 0, "truncated": False}
+        return {"text": _tail(path, size), "bytes": total, "truncated": total > size}
+
     # ---- user actions (any thread) --------------------------------------------------------
-    def submit(self, job_id: str, spec: dict) -> Job:
-        job = self.sched.submit(job_id, spec, self.run_dir(job_id))
+    def submit(self, job_id: str, spec: dict, needs_index: bool = False) -> Job:
+        job = self.sched.submit(job_id, spec, self.run_dir(job_id), prepare=needs_index)
         self.wake()
         return job
 
@@ -109,6 +128,7 @@ class JobRunner:
         for job_id, proc in list(self.procs.items()):
             if proc.poll() is not None:
                 self._reap(job_id, proc)
+        self._prepare()
         for launch in self.sched.step():
             self._launch(launch)
         for job in self.sched.jobs("running"):
@@ -125,6 +145,45 @@ class JobRunner:
             with contextlib.suppress(FileNotFoundError):
                 pause.unlink()
             self._paused.discard(job.id)
+
+    # ---- preparing: index builds outside the slots ----------------------------------------
+    def _prepare(self) -> None:
+        """Reap finished builds, stop those of jobs no longer preparing (cancelled), start the next (one at a time)."""
+        preparing = {j.id: j for j in self.sched.jobs("preparing")}
+        for job_id, proc in list(self.preps.items()):
+            if proc.poll() is not None:
+                del self.preps[job_id]
+                result = prepare.read_progress(self.progress_path(job_id)) or {}
+                if proc.returncode == 0 and result.get("finished"):
+                    info = {k: result.get(k) for k in ("seconds", "chunks", "built")}
+                    self.sched.prepared(job_id, True, info)
+                elif job_id in preparing and not self._stopping.is_set():
+                    reason = last_reason(_tail(self.log_path(job_id)), proc.returncode)
+                    self.sched.prepared(job_id, False, {"seconds": result.get("seconds")}, f"building the index failed: {reason}")
+            elif job_id not in preparing:
+                _stop_group(proc)
+        preparing = {j.id: j for j in self.sched.jobs("preparing")}  # as the reaping above left them
+        if not self.preps and preparing and not self._stopping.is_set():
+            self._start_prepare(min(preparing.values(), key=lambda j: j.seq))
+
+    def _start_prepare(self, job: Job) -> None:
+        spec = job.spec
+        self.progress_path(job.id).unlink(missing_ok=True)
+        cmd = [self.python, "-m", "searchbox.web.prepare", "--progress", str(self.progress_path(job.id)), "--scratch", str(self.root / "tmp")]
+        if spec.get("tools"):
+            cmd += ["--tools", spec["tools"]]
+        if spec.get("dataroom"):
+            cmd += ["--dataroom", spec["dataroom"]]
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env["PYTHONUNBUFFERED"] = "1"
+        try:
+            with open(self.log_path(job.id), "ab") as log:
+                log.write(f"\n=== prepare (index build) {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+                log.flush()
+                self.preps[job.id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                                      preexec_fn=die_with_parent)
+        except OSError as exc:
+            self.sched.prepared(job.id, False, None, f"could not start the index build: {exc}")
 
     # ---- children ------------------------------------------------------------------------
     def command(self, launch: Launch) -> list[str]:
@@ -183,6 +242,9 @@ class JobRunner:
         self.sched.exited(job_id, stop or None, error)
 
     def _shutdown(self) -> None:
+        for proc in self.preps.values():  # an index build commits atomically: stopped, it starts over after a restart
+            _stop_group(proc)
+        self.preps.clear()
         self.sched.preempt_all()
         for job in self.sched.jobs("running"):
             self._sync_pause(job)
@@ -227,6 +289,18 @@ def _wait_until_free(run_dir: Path, timeout_s: float = 30.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)
+
+
+def _stop_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """End a child started in its own session and everything it started (SIGTERM, then SIGKILL)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _read_json(path: Path) -> dict:

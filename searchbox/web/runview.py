@@ -26,6 +26,9 @@ PREVIEW_CHARS = 1500  # tool output preview
 FILE_CAP = 256 * 1024  # bytes of one file shown in the browser
 TREE_CAP = 3000  # files listed in the tree
 TRACE_CHUNK = 512 * 1024  # bytes of trace read per poll
+LINE_CAP = 8 * 1024**2  # bytes of one trace line the transcript opens whole
+SEARCH_CAP = 256 * 1024**2  # bytes of trace a search reads
+SEARCH_HITS = 5000
 MAX_DEPTH = 256  # directory levels listed below work/
 
 
@@ -94,14 +97,17 @@ def read_trace(run_dir: Path, offset: int = 0, limit: int = TRACE_CHUNK) -> tupl
         if len(data) >= limit:  # one enormous line: skip it rather than stall
             return [{"type": "skipped", "bytes": len(data)}], offset + len(data)
         return [], offset
-    events = []
-    for line in data[: end + 1].splitlines():
+    events, at = [], offset
+    for line in data[: end + 1].split(b"\n")[:-1]:
+        start, at = at, at + len(line) + 1
         if not line.strip():
             continue
         try:
-            events.append(compact(json.loads(line)))
+            event = compact(json.loads(line))
         except (ValueError, TypeError, AttributeError):
-            events.append({"type": "unreadable"})
+            event = {"type": "unreadable"}
+        event["at"] = start  # where the line starts: the transcript asks for it whole (trace_line) by this
+        events.append(event)
     return events, offset + end + 1
 
 
@@ -124,6 +130,9 @@ def compact(line: dict) -> dict:
         out["content"], out["chars"] = clip(m.get("content"), PREVIEW_CHARS if role == "tool" else TEXT_CHARS)
         if role == "tool":
             out["tool_call_id"], out["name"] = str(m.get("tool_call_id", "")), str(m.get("name", ""))
+            data = m.get("data")
+            if isinstance(data, dict) and isinstance(data.get("exit_code"), int) and not isinstance(data.get("exit_code"), bool):
+                out["exit_code"] = data["exit_code"]  # bash: a non-zero exit counts as an error in the dashboard
         if m.get("reasoning_content"):
             out["reasoning"], _ = clip(m.get("reasoning_content"), PREVIEW_CHARS)
         calls = []
@@ -136,12 +145,80 @@ def compact(line: dict) -> dict:
         usage = line.get("usage")
         if isinstance(usage, dict):
             out["usage"] = {k: usage.get(k) for k in ("prompt", "completion", "cached", "latency_s", "finish_reason", "estimated") if k in usage}
+            timings = usage.get("timings")
+            if isinstance(timings, dict):  # llama.cpp's own: tokens per second of prefill and decode
+                out["usage"]["timings"] = {k: timings[k] for k in ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n")
+                                           if isinstance(timings.get(k), (int, float)) and not isinstance(timings.get(k), bool)}
     else:
         for key, value in line.items():
             if key in out or key == "type":
                 continue
             out[key] = value if isinstance(value, (int, float, bool)) or value is None else clip(value, PREVIEW_CHARS)[0]
     return out
+
+
+def trace_line(run_dir: Path, at: int) -> dict:
+    """The trace line starting at byte `at`, whole (what the transcript shows when a preview is not enough)."""
+    fd = _open_regular(Path(run_dir) / "trace.jsonl")
+    if fd is None:
+        raise NotFound("this run has no trace")
+    try:
+        size = os.fstat(fd).st_size
+        if not 0 <= at < size or (at > 0 and os.pread(fd, 1, at - 1) != b"\n"):
+            raise NotFound(f"no trace line starts at byte {at}")
+        data = os.pread(fd, min(LINE_CAP, size - at), at)
+    finally:
+        os.close(fd)
+    end = data.find(b"\n")
+    if end < 0:
+        raise NotFound(f"the trace line at byte {at} is longer than {LINE_CAP // 1024**2} MiB or not finished")
+    try:
+        line = json.loads(data[:end])
+    except ValueError:
+        raise NotFound(f"the trace line at byte {at} is not JSON") from None
+    return {"at": at, "line": json_safe(line) if isinstance(line, dict) else {"value": line}}
+
+
+def _searchable(line: dict) -> str:
+    """The text of a trace line a person searches: message content, reasoning, tool names and arguments, event fields."""
+    if line.get("type") == "message":
+        m = line.get("message") or {}
+        parts = [m.get("content"), m.get("reasoning_content"), m.get("name")]
+        for call in m.get("tool_calls") or []:
+            fn = (call or {}).get("function") or {}
+            parts += [fn.get("name"), fn.get("arguments")]
+    else:
+        parts = [v for k, v in line.items() if k not in ("t", "turn")]
+    return "\n".join(p if isinstance(p, str) else json.dumps(p, ensure_ascii=False, default=str) for p in parts if p is not None)
+
+
+def search_trace(run_dir: Path, query: str) -> dict:
+    """Where a text occurs in the trace (case-insensitive): the byte offsets of the lines holding it, in order."""
+    needle = query.casefold()
+    if not needle.strip():
+        return {"query": query, "hits": [], "truncated": False}
+    fd = _open_regular(Path(run_dir) / "trace.jsonl")
+    if fd is None:
+        return {"query": query, "hits": [], "truncated": False}
+    hits: list[int] = []
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            at = 0
+            for raw in fh:
+                if at >= SEARCH_CAP or len(hits) >= SEARCH_HITS:
+                    return {"query": query, "hits": hits, "truncated": True}
+                start, at = at, at + len(raw)
+                if not raw.endswith(b"\n"):
+                    break  # a line still being written
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and needle in _searchable(line).casefold():
+                    hits.append(start)
+    except OSError:
+        pass
+    return {"query": query, "hits": hits, "truncated": False}
 
 
 # ---- tables and meta -----------------------------------------------------------------------
@@ -291,6 +368,37 @@ def answer(run_dir: Path) -> dict:
     if text is None:
         return {"present": False, "html": "", "chars": 0}
     return {"present": True, "html": markdown.render(text), "chars": len(text)}
+
+
+def result(run_dir: Path) -> dict:
+    """The point of the run beside its answer: gold, grades (with why `correct` says what it says) and which gold files'
+    answer-bearing passages reached the agent. Grades are the recorded ones; the why is recomputed from the run's files."""
+    meta = read_meta(run_dir) or {}
+    out: dict[str, Any] = {"question": meta.get("question"), "gold": meta.get("gold"), "grades": meta.get("grades") or {},
+                           "verdict": None, "evidence": None, "status": meta.get("status")}
+    from ..grading import Question, graded_part, read_answer
+
+    question = Question.from_record(meta)
+    if question is None or meta.get("status") != "complete":
+        return out
+    answer = read_answer(Path(run_dir))
+    try:
+        from ..grading import verdict
+
+        part = graded_part(answer, question)
+        out["verdict"] = {**verdict(part.claim, question.golds, question.question).as_dict(), "claim": part.claim[:1000]}
+    except Exception as exc:  # a grader bug must not cost the page; say so where the reason would be
+        out["verdict"] = {"reason": f"could not recompute: {type(exc).__name__}"}
+    if question.gold_files:
+        try:
+            from ..evidence import of_run
+
+            ev = of_run(Path(run_dir), question.gold_files, question.golds)
+            out["evidence"] = {"recall": ev.recall, "first_turn": ev.first_turn, "tools": ev.tools,
+                               "files": [{"path": f, "measured": f in ev.measured, "received": f in ev.received} for f in ev.gold]}
+        except Exception as exc:
+            out["evidence"] = {"error": f"could not recompute: {type(exc).__name__}"}
+    return json_safe(out)
 
 
 def snapshot(run_dir: Path) -> dict:

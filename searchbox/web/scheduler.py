@@ -4,6 +4,8 @@ Pure bookkeeping: no processes, no model. The job runner asks `step()` what to s
 `exited()` how each process ended; it pauses a running job by creating its PAUSE file while its
 `pause_request` is one of PAUSING. The rules:
 
+- A submitted job whose dataroom index is not built yet is `preparing`: the runner builds the index outside
+  the model's slots (other jobs run meanwhile); once it is ready the job joins the queue like a new job.
 - A submitted job joins the foreground queue, first in first out.
 - Free slots go to, in order: the head of the foreground queue; preempted jobs, the most recently
   preempted first (a preempted job resumes ahead of backfill); then the oldest paused job
@@ -30,7 +32,8 @@ from typing import Any, Optional
 
 from ..errors import SearchboxError
 
-STATES = ("queued", "running", "paused", "held", "done", "failed", "cancelled")
+STATES = ("preparing", "queued", "running", "paused", "held", "done", "failed", "cancelled")
+TERMINAL = ("done", "failed", "cancelled")  # nothing runs any more (done and failed ones may still be continued)
 RESULT_STOPS = {"budget_spent", "first_turn_done", "token_budget_spent", "ceiling_seconds", "context_exhausted"}
 RESUMABLE_STOPS = {"paused", "interrupted"}
 PAUSING = ("preempt", "hold", "cancel")  # pause requests the runner turns into a PAUSE file
@@ -49,6 +52,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     preempted INTEGER NOT NULL DEFAULT 0,
     pause_request TEXT,              -- preempt | hold | cancel (asked to stop), or resumed (a hold taken back)
     launches INTEGER NOT NULL DEFAULT 0,
+    prepare TEXT,                    -- JSON: how preparing ended (seconds, chunks, built), once it has
     stop_reason TEXT,
     error TEXT,
     created REAL NOT NULL,
@@ -81,17 +85,25 @@ class Job:
     preempted: bool
     pause_request: Optional[str]
     launches: int
+    prepare: Optional[dict]
     stop_reason: Optional[str]
     error: Optional[str]
     created: float
     updated: float
 
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
     def public(self) -> dict[str, Any]:
         """What the API shows."""
-        return {"id": self.id, "state": self.state, "pausing": self.pause_request if self.pause_request in PAUSING else None, "question": self.spec.get("question", ""),
-                "budget": self.spec.get("budget"), "tools": self.spec.get("tools"), "launches": self.launches,
-                "stop_reason": self.stop_reason, "error": self.error, "created": self.created, "updated": self.updated,
-                "seq": self.seq, "preempted": self.preempted}
+        pausing = self.pause_request if self.pause_request in PAUSING else None
+        return {"id": self.id, "state": self.state, "terminal": self.terminal, "pausing": pausing,
+                "question": self.spec.get("question", ""), "budget": self.spec.get("budget"), "budget_unit": self.spec.get("budget_unit", "turns"),
+                "tools": self.spec.get("tools"), "tool_names": self.spec.get("tool_names"), "model": self.spec.get("model"),
+                "dataroom": self.spec.get("dataroom_name"), "launches": self.launches, "prepare": self.prepare,
+                "stop_reason": self.stop_reason, "error": self.error,  # the run's (a cancelled one stopped as `paused`: pages show the state)
+                "created": self.created, "updated": self.updated, "seq": self.seq, "preempted": self.preempted}
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,8 @@ class Scheduler:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        if "prepare" not in {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}:  # a jobs.sqlite from before `preparing`
+            self._db.execute("ALTER TABLE jobs ADD COLUMN prepare TEXT")
         self._recover()
 
     def close(self) -> None:
@@ -137,28 +151,44 @@ class Scheduler:
         return [_job(r) for r in rows]
 
     # ---- user actions --------------------------------------------------------------------
-    def submit(self, job_id: str, spec: dict, run_dir: str | Path) -> Job:
-        """A new foreground job at the tail of the queue."""
+    def submit(self, job_id: str, spec: dict, run_dir: str | Path, prepare: bool = False) -> Job:
+        """A new foreground job at the tail of the queue; `prepare`: its index is built first, outside the slots."""
         with self._tx() as db:
-            tick = self._tick(db)
+            tick = None if prepare else self._tick(db)
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
             now = time.time()
-            db.execute("INSERT INTO jobs (id, seq, state, spec, run_dir, queued_at, created, updated) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)",
-                       (job_id, seq, json.dumps(spec), str(run_dir), tick, now, now))
+            db.execute("INSERT INTO jobs (id, seq, state, spec, run_dir, queued_at, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (job_id, seq, "preparing" if prepare else "queued", json.dumps(spec), str(run_dir), tick, now, now))
+        return self.get(job_id)
+
+    def prepared(self, job_id: str, ok: bool, info: Optional[dict] = None, error: str = "") -> Job:
+        """The runner finished preparing a job: it joins the queue as a new arrival (held if the user held it meanwhile),
+        or fails with the reason. A job cancelled meanwhile stays cancelled."""
+        with self._tx() as db:
+            job = self.get(job_id)
+            if job.state != "preparing":
+                return job
+            note = json.dumps(info or {})
+            if not ok:
+                self._set(db, job_id, state="failed", pause_request=None, prepare=note, error=error or "preparing failed")
+            elif job.pause_request == "hold":
+                self._set(db, job_id, state="held", pause_request=None, prepare=note)
+            else:
+                self._set(db, job_id, state="queued", queued_at=self._tick(db), pause_request=None, prepare=note)
         return self.get(job_id)
 
     def hold(self, job_id: str) -> Job:
         """The user's pause: sticky until resume(). A running job is asked to pause between steps."""
         with self._tx() as db:
             job = self.get(job_id)
-            if job.state == "running":
+            if job.state in ("running", "preparing"):  # preparing: its index build goes on; it is held once ready
                 if job.pause_request == "cancel":
                     raise SchedulerError(f"job {job_id} is being cancelled")
                 self._set(db, job_id, pause_request="hold")
             elif job.state in ("queued", "paused"):
                 self._set(db, job_id, state="held", queued_at=None, pooled_at=None, preempted=0)
             elif job.state != "held":
-                raise SchedulerError(f"job {job_id} is {job.state}: only queued, running or paused jobs can be paused")
+                raise SchedulerError(f"job {job_id} is {job.state}: only preparing, queued, running or paused jobs can be held")
         return self.get(job_id)
 
     def resume(self, job_id: str, spec_update: Optional[dict] = None) -> Job:
@@ -174,6 +204,9 @@ class Scheduler:
                 if job.pause_request == "hold":  # not stopped yet: let it go on (if it stops anyway, it comes right back)
                     self._set(db, job_id, pause_request="resumed", spec=json.dumps(spec))
                 return self.get(job_id)
+            if job.state == "preparing":  # the hold is taken back: it queues once its index is ready
+                self._set(db, job_id, pause_request=None if job.pause_request == "hold" else job.pause_request, spec=json.dumps(spec))
+                return self.get(job_id)
             if job.state not in ("held", "failed", "done"):
                 raise SchedulerError(f"job {job_id} is {job.state}: only held, failed or finished jobs can be resumed")
             tick = self._tick(db)
@@ -188,8 +221,8 @@ class Scheduler:
             job = self.get(job_id)
             if job.state == "running":
                 self._set(db, job_id, pause_request="cancel")
-            elif job.state in ("queued", "paused", "held", "failed"):
-                self._set(db, job_id, state="cancelled", queued_at=None, pooled_at=None)
+            elif job.state in ("preparing", "queued", "paused", "held", "failed"):  # preparing: the runner stops its build
+                self._set(db, job_id, state="cancelled", queued_at=None, pooled_at=None, pause_request=None)
             elif job.state != "cancelled":
                 raise SchedulerError(f"job {job_id} is {job.state}: nothing to cancel")
         return self.get(job_id)
@@ -244,6 +277,52 @@ class Scheduler:
             else:
                 self._set(db, job_id, state="failed", **{**common, "error": error or f"stopped: {stop_reason or 'no stop reason'}"})
         return self.get(job_id)
+
+    def waiting(self) -> dict[str, dict]:
+        """Why each job that is not simply running waits, and where it stands in line: {id: {reason, position, of, after}}.
+
+        The line is step()'s own order: the queue (first in, first out), then preempted jobs (the most recently
+        preempted first), then the rest of the pool (the oldest first). Preparing jobs build their indexes one at
+        a time in submission order, beside the line. `after`: the ids of the running jobs it waits for."""
+        jobs = self.jobs()
+        running = [j for j in jobs if j.state == "running"]
+        busy = [j.id for j in running]
+        queue = sorted((j for j in jobs if j.state == "queued"), key=lambda j: (j.queued_at or 0, j.seq))
+        preempted = sorted((j for j in jobs if j.state == "paused" and j.preempted), key=lambda j: -(j.pooled_at or 0))
+        backfill = sorted((j for j in jobs if j.state == "paused" and not j.preempted), key=lambda j: j.seq)
+        line = queue + preempted + backfill
+        free = self.slots - len(running)
+        leaving = [j for j in running if j.pause_request in PAUSING]
+        slots = f"{len(running)} of {self.slots} model slot{'s' if self.slots > 1 else ''} in use"
+        out: dict[str, dict] = {}
+        for i, job in enumerate(line):
+            where = "in line for a model slot"
+            if i < free:
+                why = "a slot is free: it starts at the next scheduling step"
+            elif job.state == "queued":
+                why = f"waiting for a model slot ({slots})" + ("; a running job is pausing to make room" if leaving else
+                                                               ": it waits for those jobs to finish (it came after they started)")
+            elif job.preempted:
+                why = f"paused to make room for a newer job; it resumes by itself when a slot is free, before jobs paused longer ago ({slots})"
+            else:
+                why = f"paused (stopped from outside); it resumes by itself once nothing is queued ({slots})"
+            out[job.id] = {"reason": why, "position": i + 1, "of": len(line), "where": where, "after": busy}
+        preparing = sorted((j for j in jobs if j.state == "preparing"), key=lambda j: j.seq)
+        for i, job in enumerate(preparing):
+            then = "; then held (you paused it)" if job.pause_request == "hold" else "; then it queues for the model"
+            why = ("building the index of its dataroom, outside the model slots (other jobs run meanwhile)" if i == 0 else
+                   f"waiting to build its index: {_ordinal(i)} after the build in progress") + then
+            out[job.id] = {"reason": why, "position": i + 1, "of": len(preparing), "where": "in line for an index build", "after": [p.id for p in preparing[:i]]}
+        for job in jobs:
+            if job.state == "held":
+                out[job.id] = {"reason": "held: it stays paused until you resume it (never resumed by itself)", "position": None, "of": None,
+                               "where": "", "after": []}
+            elif job.state == "running" and job.pause_request in PAUSING:
+                why = {"preempt": "pausing after its current step to make room for a newer job; it resumes by itself later",
+                       "hold": "pausing after its current step, as you asked; then held until you resume it",
+                       "cancel": "stopping after its current step, then cancelled"}[job.pause_request]
+                out[job.id] = {"reason": why, "position": None, "of": None, "where": "", "after": []}
+        return out
 
     def preempt_all(self) -> list[Job]:
         """Before a shutdown: every running job is asked to pause and will return to the pool."""
@@ -310,4 +389,9 @@ def _job(row: sqlite3.Row) -> Job:
     data = dict(row)
     data["spec"] = json.loads(data["spec"])
     data["preempted"] = bool(data["preempted"])
+    data["prepare"] = json.loads(data["prepare"]) if data.get("prepare") else None
     return Job(**data)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

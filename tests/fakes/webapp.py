@@ -107,23 +107,35 @@ def turn_script(turns: int, sleep: float = 0.0, answer: str = "# Answer\n\n**38.
     return script
 
 
+GOLD = {"answer": "38.4 metres", "aliases": ["38.4 m"], "gold_files": ["reports/gannet-rock-survey.md"]}
+
+
 def make_sweep(outputs: Path, endpoint_script_server, name: str = "demo") -> Path:
-    """A small real sweep: four runs (tools x budget) against the scripted server, collected into runs.parquet."""
+    """A small real sweep: four runs (tools x budget) against the scripted server, graded against a gold answer (the
+    grep_only runs answer it, the others give the wrong height), collected into runs.parquet."""
     from searchbox.collect import DONE, collect, write
     from searchbox.config import RunConfig
+    from searchbox.grading import Question, grade
+    from searchbox.record import Gold, update_grades
     from searchbox.run import execute
 
     sweep = Path(outputs) / "sweeps" / name
+    question = "How tall is the Gannet Rock lighthouse?"
+    gold = Question(id="q1", question=question, **GOLD)
     for budget in (1, 2):
         for tools in ("none", "grep_only"):
+            answer = "38.4 metres" if tools == "grep_only" else "It is 41 metres tall."
             endpoint_script_server.script[:] = [
                 {"tool_calls": [{"name": "grep", "arguments": {"pattern": "Gannet", "path": "dataroom"}}]},
-                {"content": "38.4 metres"}] * budget
+                {"content": answer}] * budget
             cfg = RunConfig(tools=tools)
             cfg.harness.budget, cfg.harness.sandbox, cfg.harness.today = budget, "none", "2026-01-01"
             key = f"{tools}-b{budget}"
-            meta = execute(cfg, "How tall is the Gannet Rock lighthouse?", None, sweep / "runs" / key, endpoint_script_server.url,
-                           extra_meta={"run_id": key, "question_id": "q1", "axes": {"tools": tools, "budget": budget}, "sweep": name})
-            (sweep / "runs" / key / DONE).write_text(meta["stop_reason"])
+            run_dir = sweep / "runs" / key
+            meta = execute(cfg, question, None, run_dir, endpoint_script_server.url,
+                           extra_meta={"run_id": key, "question_id": "q1", "axes": {"tools": tools, "budget": budget}, "sweep": name,
+                                       "gold": Gold(**GOLD)})
+            update_grades(run_dir, grade(run_dir, gold))
+            (run_dir / DONE).write_text(meta["stop_reason"])
     write(sweep, *collect([sweep]))
     return sweep

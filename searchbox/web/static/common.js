@@ -57,3 +57,63 @@ function nav() {
     h("a", { href: "/sweeps", text: "Sweeps" }));
   document.body.prepend(top);
 }
+
+// ---- jobs: what each action does (the server says which apply and what they do) ----------
+const ACTION_DONE = { pause: "paused", resume: "resumed", cancel: "cancelled" };
+
+// Buttons for a job's actions. `after(job, action)` gets the job as the server returned it.
+function actionButtons(job, after, extra = () => ({})) {
+  return (job.actions || []).map(a => h("button", {
+    class: `small ${a.action === "resume" ? "" : "secondary"}`, "data-action": a.action, type: "button", title: a.does, text: a.label,
+    onclick: async ev => {
+      if (a.confirm && !window.confirm(a.confirm)) return;
+      ev.target.disabled = true;
+      try {
+        const out = await postJSON(`/api/jobs/${encodeURIComponent(job.id)}/${a.action}`, extra(a));
+        after(out.job, a, null);
+      } catch (e) { after(null, a, e); }
+      finally { ev.target.disabled = false; }
+    },
+  }));
+}
+
+// What happened after an action, in words (the button's own description of what it does).
+function actionMessage(job, action) {
+  if (!job) return "";
+  return `${action.label}: ${action.does}`;
+}
+
+function progressText(p) {
+  if (!p) return "building the dataroom index: starting";
+  const running = p.started && !p.finished ? Math.max(0, Date.now() / 1000 - p.started) : p.seconds;  // a build waiting writes nothing
+  const took = running !== undefined ? ` · ${secs(running)}` : "";
+  if (p.stage === "embed" && p.total) return `building index ${fmt(p.done)} / ${fmt(p.total)} chunks (${Math.floor(100 * p.done / p.total)}%)${took}`;
+  if (p.stage === "read") return `building index: reading files (${fmt(p.done)} read)${took}`;
+  if (p.finished) return `index ready (${fmt(p.chunks)} chunks)${took}`;
+  return `building index: starting (loading the embedder)${took}`;
+}
+
+function waitText(job) {
+  if (!job || !job.wait) return "";
+  const w = job.wait;
+  return w.position ? `${w.position} of ${w.of} ${w.where}: ${w.reason}` : cap(w.reason);
+}
+function cap(s) { return s ? s[0].toUpperCase() + s.slice(1) : ""; }
+
+function shortModel(id) {
+  if (!id) return "";
+  const base = String(id).split("/").pop();
+  return base || String(id);
+}
+
+// A grade for people: 1/0 as correct/wrong, fractions with 3 digits, missing as "n/a".
+function gradeText(v) {
+  if (v === null || v === undefined) return "n/a";
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  return String(v);
+}
+function scoreClass(v) {
+  if (typeof v !== "number") return "score na";
+  return v >= 0.999 ? "score good" : v <= 0.001 ? "score bad" : "score mid";
+}

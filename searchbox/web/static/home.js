@@ -63,25 +63,34 @@ async function submit(ev) {
   }
 }
 
-async function act(id, what) {
-  try { await postJSON(`/api/jobs/${encodeURIComponent(id)}/${what}`); } catch (e) { alert(e.message); }
-  refreshJobs();
+function jobRow(j) {
+  const terminal = j.terminal;
+  const what = j.state === "done" ? `finished: ${j.stop_reason || "–"}` : j.state === "failed" ? "failed" : j.state === "cancelled" ? "cancelled by you" : "";
+  return h("div", { class: `job ${j.state}`, "data-job": j.id },
+    h("div", { class: "job-main" },
+      h("a", { href: j.url, class: "job-q", text: j.question.length > 140 ? j.question.slice(0, 140) + "…" : j.question }),
+      h("div", { class: "muted small", text: [`budget ${j.budget} ${j.budget_unit || "turns"}`, j.tools ? `tools ${j.tools}` : null, j.dataroom,
+                                              new Date(j.created * 1000).toLocaleString(), j.id].filter(Boolean).join(" · ") })),
+    h("div", { class: "job-state" }, badge(j.state),
+      j.state === "preparing" ? h("div", { class: "small", "data-progress": "", text: progressText(j.progress) }) : null,
+      !terminal && j.wait ? h("div", { class: "muted small wait", text: waitText(j) }) : null,
+      what ? h("div", { class: "small", text: what }) : null,
+      j.error ? h("div", { class: "error small", text: j.error }) : null),
+    h("div", { class: "job-actions" }, actionButtons(j, (job, action, err) => {
+      $("#flash").textContent = err ? err.message : actionMessage(job, action);
+      $("#flash").classList.toggle("error", !!err);
+      refreshJobs();
+    })));
 }
 
+let lastJobs = "";
 async function refreshJobs() {
   let data;
   try { data = await api("/api/jobs"); } catch (e) { return; }
-  const body = $("#jobs tbody");
-  body.replaceChildren(...data.jobs.map(j => h("tr", { "data-job": j.id },
-    h("td", {}, h("a", { href: j.url, text: j.question.length > 90 ? j.question.slice(0, 90) + "…" : j.question }),
-      h("div", { class: "muted small", text: j.id })),
-    h("td", {}, badge(j.state), j.pausing ? h("div", { class: "muted small", text: `${j.pausing} requested` }) : null),
-    h("td", { text: j.budget }),
-    h("td", { class: "small" }, j.stop_reason || "", j.error ? h("div", { class: "error", text: j.error }) : null),
-    h("td", {},
-      ["queued", "running", "paused"].includes(j.state) ? h("button", { class: "secondary small", text: "Pause", onclick: () => act(j.id, "pause") }) : null,
-      ["held", "failed"].includes(j.state) ? h("button", { class: "secondary small", text: "Resume", onclick: () => act(j.id, "resume") }) : null,
-      ["queued", "running", "paused", "held", "failed"].includes(j.state) ? h("button", { class: "secondary small", text: "Cancel", onclick: () => act(j.id, "cancel") }) : null))));
+  const key = JSON.stringify(data.jobs);
+  if (key === lastJobs) return;  // unchanged: leave the buttons alone
+  lastJobs = key;
+  $("#jobs").replaceChildren(...(data.jobs.length ? data.jobs.map(jobRow) : [h("div", { class: "muted small", text: "No jobs yet." })]));
 }
 
 (async function init() {
@@ -90,7 +99,8 @@ async function refreshJobs() {
   $("#endpoint").placeholder = CONFIG.endpoint;
   $("#model").placeholder = CONFIG.model || "the server's default";
   $("#server-info").textContent = `Model: ${CONFIG.endpoint}${CONFIG.model ? " · " + CONFIG.model : ""} · ${CONFIG.slots} slot(s). ` +
-    "New jobs preempt the running one; paused jobs resume when the slot is free; a job you pause stays paused until you resume it.";
+    "A new job takes the slot from the running one, which pauses and resumes by itself later; a job you pause or hold stays held " +
+    "until you resume it. A job whose dataroom index is not built yet is preparing: the index is built outside the slots.";
   buildTools();
   $("#submit-form").addEventListener("submit", submit);
   refreshJobs();
