@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .errors import SearchboxError, cli
+from .errors import SearchboxError, SetupError, cli
 
 
 @dataclass
@@ -101,6 +101,13 @@ def _sandbox() -> str:
     return "bwrap: no network, writes confined to the run's work/"
 
 
+def _pi() -> str:
+    from .harness.pi.install import require_pi
+
+    pi = require_pi()
+    return f"{pi.version} under {pi.root} (node {pi.node_version} at {pi.node}); runs inside the box, offline"
+
+
 def _distractors() -> str:
     from .noise import WIKIPEDIA_VITAL
 
@@ -119,6 +126,7 @@ CHECKS = [
     Check("ripgrep", False, _ripgrep, "apt-get install ripgrep"),
     Check("sandbox isolation", True, _sandbox, "apt-get install bubblewrap (or harness.sandbox=none to opt out)"),
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
+    Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
 ]
 
 
@@ -143,19 +151,28 @@ def doctor(only: Optional[list[str]] = None) -> int:
 def setup(dry_run: bool = False) -> int:
     from .llama import build_plan, ensure_model, ensure_server, find_server
 
+    from .harness.pi import install as pi_install
+
     if dry_run:
         plan = build_plan()
         found = find_server(plan=plan)
         print(f"build: {plan.kind} ({plan.why})\ncmake flags: {' '.join(plan.flags)}\ntarget: {plan.target}")
         status = "already built" if found == plan.target else f"would build (the server found now: {found or 'none'})"
         print(f"status: {status}")
+        pi = pi_install.find_pi()
+        print(f"pi: {'installed' if pi else 'would npm ci'} {pi_install.pinned_version()} under {pi_install.install_dir()}")
         return 0
     from .noise import ensure_default_corpus
 
     server = ensure_server(planned=True)
     model = ensure_model()
     distractors = ensure_default_corpus()
-    print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}")
+    try:  # harness=pi only: the native default works without it, so a machine without Node still sets up
+        pi = pi_install.ensure_pi()
+        pi_line = f"{pi.version} under {pi.root} (node {pi.node_version})"
+    except SetupError as exc:
+        pi_line = f"not installed ({exc})"
+    print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}\npi (harness=pi): {pi_line}")
     return 0
 
 

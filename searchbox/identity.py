@@ -157,7 +157,7 @@ def key_inputs(cfg: RunConfig, question_id: str, question: str, dataroom_id: str
     """Everything the run key hashes, as plain data (describe_key writes it beside a run)."""
     config = cfg.semantic()
     config["harness"]["today"] = resolved_today(cfg.harness)
-    return {
+    inputs = {
         "config": config,
         "question_id": question_id or "",
         "question": question,
@@ -167,6 +167,18 @@ def key_inputs(cfg: RunConfig, question_id: str, question: str, dataroom_id: str
         "gold_read": gold_read(cfg, gold),
         "server_args": None if cfg.model.policy else semantic_server_args(cfg.model.server_args),
     }
+    harness = harness_identity(cfg)
+    if harness:  # the native loop adds nothing beyond the config (its keys stay as they were); Pi its version, code, prompts
+        inputs["harness"] = harness
+    return inputs
+
+
+def harness_identity(cfg: RunConfig) -> dict:
+    """What the run's harness adds to the key (Harness.identity): e.g. Pi's pinned version, searchbox's extension to it,
+    the task appended to its prompt and its settings."""
+    from .harness import load
+
+    return load(cfg.harness.kind).identity(cfg)
 
 
 def run_key(cfg: RunConfig, question_id: str, question: str, dataroom_id: str, served: Served, *,

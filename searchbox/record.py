@@ -256,6 +256,7 @@ class RunRecord:
     retrieval: dict = field(default_factory=dict)
     grades: dict = field(default_factory=dict)
     scout: dict = field(default_factory=dict)  # repository-search runs: the verified result (status, references)
+    harness: dict = field(default_factory=dict)  # what a harness other than the native loop adds (pi: its version, session file, usage check)
 
     def to_dict(self) -> dict:
         return asdict(self)

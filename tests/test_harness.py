@@ -21,8 +21,8 @@ def test_kinds_are_registered_and_validated():
     assert "native" in harnesses.kinds()
     native = harnesses.load("native")
     assert isinstance(native, Harness) and native.kind == "native" and native.identity(RunConfig()) == {}
-    with pytest.raises(ConfigError, match="harness.kind='pi'"):
-        harnesses.load("pi")
+    with pytest.raises(ConfigError, match="harness.kind='telepathy'"):
+        harnesses.load("telepathy")
     cfg = RunConfig()
     cfg.harness.kind = "telepathy"
     with pytest.raises(ConfigError, match="harness.kind='telepathy': expected one of native"):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 KINDS: dict[str, str] = {
     "native": "searchbox.harness.native:NativeHarness",
+    "pi": "searchbox.harness.pi:PiHarness",
 }
 
 

@@ -1,0 +1,141 @@
+"""How Pi starts for a run: its configuration (settings.json, models.json), its command line, and its box.
+
+Everything here that can change what Pi does is also what `identity` returns for the run key: Pi's pinned
+version, the extension's code, the task appended to Pi's system prompt, the settings and the provider entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from ...agent import system_prompt
+from ...config import RunConfig
+from ...tools import sandbox
+from ...tools.catalog import select
+from ...tools.longbox import LongBox, start_box
+from .install import PiInstall, lock_sha256, pinned_version
+
+EXTENSION = Path(__file__).resolve().parent / "extension" / "searchbox.mjs"
+PROVIDER = "searchbox"
+INSIDE = "/work"  # work/ in Pi's box: Pi's prompt names its cwd, so it is the same for every run
+BOX_PI, BOX_EXT, BOX_AGENT, BOX_CHANNEL, BOX_SESSION = ("/searchbox/pi", "/searchbox/ext", "/searchbox/agent", "/searchbox/channel",
+                                                       "/searchbox/session")
+SESSION_FILE = "session.jsonl"
+HIDDEN = (".pi",)  # Pi reads project settings, prompts and extensions from <cwd>/.pi: the model may not write them
+BUILTINS = ("read", "bash", "edit", "write", "grep", "find", "ls")  # Pi's own tools, same names as the catalog's
+# V8 reserves 8 GiB of address space per WebAssembly memory for its bounds-check guard pages (undici's HTTP parser
+# is WebAssembly); with explicit bounds checks instead, Pi runs under the box's per-process limit like everything else.
+NODE_FLAGS = ("--disable-wasm-trap-handler",)
+
+# Pi's settings for a run. Its compaction is left as released (enabled, reserve 16384, keep 20000 tokens): with an
+# 8K window it compacts after every turn, which the record counts. Its own retries are off: the harness's client
+# already retries what a server fails (a second policy would bill calls twice), and a refusal from the channel
+# (a stop, a deadline) must end Pi's call, not be retried.
+SETTINGS = {
+    "defaultThinkingLevel": "off",
+    "quietStartup": True,
+    "enableInstallTelemetry": False,
+    "retry": {"enabled": False, "provider": {"maxRetries": 0, "timeoutMs": 86_400_000}},
+}
+# llama-server speaks OpenAI chat completions; as Pi's docs say for such servers: system (not developer) role, no
+# reasoning_effort.
+COMPAT = {"supportsDeveloperRole": False, "supportsReasoningEffort": False}
+
+
+def tool_names(cfg: RunConfig) -> list[str]:
+    return [s.name for s in select(cfg.tools)]
+
+
+def channel_tools(cfg: RunConfig) -> list[dict]:
+    """The run's dataroom tools as the extension registers them: the catalog's name, description and schema."""
+    return [s.schema() for s in select(cfg.tools) if s.tier != "builtin"]
+
+
+def task(cfg: RunConfig) -> str:
+    """The task appended to Pi's system prompt: the native loop's system prompt for the same tools, date resolved."""
+    from ...identity import resolved_today
+
+    harness = dataclasses.replace(cfg.harness, today=resolved_today(cfg.harness))
+    return system_prompt(harness, "", tool_names(cfg))
+
+
+def models_json(cfg: RunConfig, context_window: int) -> dict:
+    model = {"id": cfg.model.name, "name": cfg.model.name, "reasoning": False, "input": ["text"],
+             "contextWindow": int(context_window), "maxTokens": int(cfg.model.max_tokens),
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}
+    # The base URL names nothing reachable: the extension sends every request over the channel's socket.
+    return {"providers": {PROVIDER: {"baseUrl": "http://searchbox.channel/v1", "api": "openai-completions", "apiKey": "searchbox",
+                                     "compat": COMPAT, "models": [model]}}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where Pi finds its parts: the box's fixed paths, or (sandbox=none) the host's."""
+
+    pi: str  # holds node_modules/
+    ext: str  # the extension's folder
+    agent: str  # settings.json, models.json
+    channel: str  # the socket
+    session: str  # the session's folder
+    cwd: str  # work/
+
+
+BOX = Layout(BOX_PI, BOX_EXT, BOX_AGENT, f"{BOX_CHANNEL}/channel.sock", BOX_SESSION, INSIDE)
+
+
+def host_layout(pi: PiInstall, run_pi: Path, channel: Path, work: Path) -> Layout:
+    return Layout(str(pi.root), str(EXTENSION.parent), str(run_pi / "agent"), str(channel), str(run_pi / "box" / "session"), str(work))
+
+
+def argv(pi: PiInstall, cfg: RunConfig, at: Layout = BOX) -> list[str]:
+    """Pi in RPC mode with exactly what searchbox gives it: our extension only, no skills, templates, themes or
+    context files, the run's tools, the task appended, the session file in the box's private folder."""
+    return [pi.node, *NODE_FLAGS, f"{at.pi}/node_modules/@mariozechner/pi-coding-agent/dist/cli.js", "--mode", "rpc",
+            "--provider", PROVIDER, "--model", cfg.model.name, "--thinking", "off",
+            "--no-extensions", "-e", f"{at.ext}/{EXTENSION.name}", "--no-skills", "--no-prompt-templates", "--no-themes",
+            "--no-context-files", "--session", f"{at.session}/{SESSION_FILE}",
+            "--tools", ",".join(tool_names(cfg)), "--append-system-prompt", task(cfg)]
+
+
+def identity(cfg: RunConfig) -> dict:
+    """What the run key needs beyond the config: Pi's pin, our extension, the task, the settings and provider entry."""
+    return {"pi": pinned_version(), "lock": lock_sha256()[:16], "extension": hashlib.sha256(EXTENSION.read_bytes()).hexdigest()[:16],
+            "task": task(cfg), "settings": SETTINGS, "compat": COMPAT, "tools": tool_names(cfg), "inside": INSIDE,
+            "channel_tools": channel_tools(cfg)}
+
+
+def environment(cfg: RunConfig, at: Layout = BOX) -> dict[str, str]:
+    from ...identity import resolved_today
+
+    return {"PI_CODING_AGENT_DIR": at.agent, "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0",
+            "SEARCHBOX_CHANNEL": at.channel, "SEARCHBOX_TODAY": resolved_today(cfg.harness)}
+
+
+def write_agent_dir(folder: Path, cfg: RunConfig, context_window: int) -> Path:
+    """Pi's agent folder for the run (bound read-only): settings.json and models.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)
+    for name, data in (("settings.json", SETTINGS), ("models.json", models_json(cfg, context_window))):
+        (folder / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        os.chmod(folder / name, 0o644)
+    return folder
+
+
+def start(pi: PiInstall, cfg: RunConfig, work: Path, dataroom: Path, run_pi: Path, channel_folder: Path, mode: str,
+          session: Optional[bytes]) -> LongBox:
+    """Pi's box for the run: Pi's modules, our extension, its agent folder and the channel read-only; its session
+    folder private (seeded with the run's copy of the session on resume); work/ at INSIDE."""
+    ro = {str(pi.root): BOX_PI, str(EXTENSION.parent): BOX_EXT, str(run_pi / "agent"): BOX_AGENT, str(channel_folder): BOX_CHANNEL}
+    if not any(pi.node.startswith(os.path.realpath(d) + os.sep) for d in sandbox.SYSTEM_DIRS if os.path.isdir(d)):
+        ro[pi.node] = pi.node  # a node outside /usr (nvm, a tarball): shown at its own path
+    limits = sandbox.limits_for(cfg.harness)
+    cpu_s = (cfg.harness.run_ceiling_s or 7 * 86_400) + 60
+    at = BOX if mode != "none" else host_layout(pi, run_pi, channel_folder / "channel.sock", work)
+    return start_box(argv(pi, cfg, at), work, [dataroom], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,
+                     private={"session": BOX_SESSION}, private_disk=run_pi / "box", hidden=HIDDEN, env=environment(cfg, at),
+                     seed={"session": {SESSION_FILE: session}} if session is not None else None)

@@ -1,0 +1,680 @@
+"""Pi's run under the reference protocol: Pi's own loop and compaction, driven over RPC, accounted at the channel.
+
+The protocol: the task is appended to Pi's system prompt (launch.task), the question is sent once, a turn is
+one prompt to idle (Pi's agent_end, and the compaction Pi may run after it), a bare `Continue.` starts the next
+turn while the budget lasts (force_budget) or the run stops after the first, and after each turn the backstop
+fills ANSWER.md from the model's last own words unless the model wrote it.
+
+Pi's model calls arrive at the channel (`_chat`, on the channel's threads). They go to the run's endpoint only,
+through the same Accountant as the native loop: the run's and the turn's deadlines, usage (estimated and marked
+when missing), llama.cpp timings, the token budget and the stop reasons. A stop decided there refuses Pi's call
+(HTTP 409: Pi ends its turn, retrying nothing) and the main thread ends the turn or the run. Calls that carry
+no tools are Pi compacting (counted apart: `compaction_calls`); an agent call is a *step* of the turn, so the
+harness's step limit holds too. The dataroom tools reach searchbox through the channel (`_call`); Pi's own
+tools run in its box and are read from its events. Every message reaches trace.jsonl in the canonical
+OpenAI shape: the system prompt and tool results as Pi sent them to the model, the model's answers as the
+server gave them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ... import safefs
+from ...agent import ANSWER_FILE, OVERFLOW_RX, read_answer, visible_text
+from ...errors import BackendError, ModelError
+from ...llm import Usage
+from ...paths import atomic_write
+from ...record import ToolRow, TurnRow
+from ...tools import Outcome, ToolsetState
+from ...tools import sandbox
+from ..accounting import Accountant, Clock, Ledger, stop_of
+from ..base import CONTINUE, EndTurn, RunContext, Stop
+from . import launch, wire
+from .channel import Channel, Reply, Routes, error
+from .install import PiInstall
+from .rpc import PiGone, Rpc, wait_for
+
+STATE_VERSION = 1
+STARTUP_S = 300.0  # Pi's start (node loading ~170 MB of modules) on a busy machine
+ABORT_S = 60.0  # for Pi to go idle after an abort
+RETRY_WAIT_S = 5.0  # for Pi's own retry after an overflow compaction to start
+SESSION_CAP = 256 * 1024**2
+RESULT_CAP = 2000  # characters of a failed tool's text kept in its row
+
+
+@dataclass
+class PiState:
+    """Everything a Pi run changes that a resume needs (Pi's own state is its session file, copied beside it)."""
+
+    ledger: Ledger = field(default_factory=Ledger)
+    turn: int = 0
+    step: int = 0  # agent model calls in the turn in progress
+    continues: int = 0
+    compactions: int = 0  # Pi's compactions that wrote a summary
+    compaction_calls: int = 0  # model calls Pi made to compact
+    compaction_usage: Usage = field(default_factory=Usage)
+    overflows: int = 0  # requests the server refused as longer than its context (Pi recovers by compacting)
+    withheld: int = 0  # billed answers kept from Pi because a stop came with them
+    backstop_text: Optional[str] = None
+    last_snapshot: Optional[str] = None
+    answer_source: str = "none"
+    last_text: str = ""  # the model's last own words in an agent call (what the backstop writes)
+    logged_tools: list = field(default_factory=list)  # tool results already in the trace, by call id
+    agent_usage: Usage = field(default_factory=Usage)  # billed usage of the agent answers Pi got: its session sums to this
+    first_prompt_tokens: int = 0  # the first call's prompt: Pi's system prompt, its tools, the question
+    system_chars: int = 0
+    startup_s: float = 0.0
+    tools: ToolsetState = field(default_factory=ToolsetState)
+
+
+@dataclass
+class _Root:
+    """A folder read_answer can take (it reads `.work`)."""
+
+    work: Path
+
+
+class PiRun:
+    """One run of Pi. `run()` always leaves complete logs and fills the run record, like the native loop."""
+
+    def __init__(self, ctx: RunContext, pi: PiInstall, state: Optional[PiState] = None):
+        self.ctx, self.h, self.pi = ctx, ctx.config.harness, pi
+        self.rec, self.ws = ctx.recorder, ctx.workspace
+        self.s = state or PiState(ledger=Ledger(clock=Clock(started=ctx.started)))
+        self.acct = Accountant(self.h, self.s.ledger)
+        ctx.toolset.state = self.s.tools
+        self.run_pi = self.ws.run_dir / "pi"
+        self.lock = threading.RLock()  # the state, the ledger and the recorder, between the main thread and the channel's
+        self.chat_lock = threading.Lock()  # one model call at a time
+        self.tool_lock = threading.Lock()  # one dataroom tool call at a time (the toolset is not thread-safe)
+        self.open = False  # a turn is in progress: Pi may call the model and the tools
+        self.pending: Optional[BaseException] = None  # a stop or turn end the channel decided
+        self.channel_names = {s["name"] for s in launch.channel_tools(ctx.config)}
+        self.known_tools = set(launch.tool_names(ctx.config))
+        self.logged: set[str] = set(self.s.logged_tools)
+        self.calls: dict[str, dict] = {}  # call id -> name, arguments as sent, step (from the model's answers)
+        self.outcomes: dict[str, Outcome] = {}  # call id -> a dataroom tool's outcome
+        self.started: dict[str, tuple[float, Any]] = {}  # call id -> (when, arguments) from tool_execution_start
+        self.results: dict[str, tuple[str, str]] = {}  # call id -> (tool, text) from tool_execution_end
+        self.system_logged = False
+        self.box = self.rpc = self.channel = None
+        self.prompt_id: Optional[str] = None
+        self.aborted, self.abort_by = False, 0.0
+        self.watchdog_seen = 0
+        self.session_note = ""
+
+    @property
+    def stats(self):
+        return self.s.ledger.turn
+
+    # ---- the protocol -----------------------------------------------------------------------------
+    def run(self, resumed: bool = False, session: Optional[bytes] = None) -> None:
+        stop, detail = "interrupted", ""
+        self.ctx.record.protocol = "native"  # Pi calls tools the OpenAI way
+        try:
+            self._start(session)
+            if resumed:
+                self.rec.truncate(self.s.turn, (self.s.turn + 1, 0))  # rows past the checkpoint belong to work the resume redoes
+                self._event("resume", in_turn=False, step=0)
+            if self.s.turn == 0:
+                self._checkpoint()  # a run stopped in its first turn resumes from here, with the question
+                self._begin_turn()
+                self._prompt(self.ctx.question)
+            else:
+                self._after_turn()
+                self._next_turn()
+            while True:
+                self._wait_idle()
+                self._end_turn()
+                self._after_turn()
+                self._next_turn()
+        except KeyboardInterrupt:
+            stop, detail = "interrupted", "KeyboardInterrupt"
+        except PiGone as exc:
+            stop, detail = "tool_error", f"Pi exited: {exc}: {self._why_gone()}"
+        except Exception as exc:
+            stop, detail = stop_of(exc, self.acct.run_over())
+            if not isinstance(exc, (Stop, ModelError, BackendError)):
+                with self.lock:
+                    self._event("error", traceback=traceback.format_exc())
+        finally:
+            with self.lock:
+                self.open = False
+            self._shutdown()
+            if self.stats is not None and stop != "paused":
+                self.stats.ended_by = self.stats.ended_by or "stop"
+                self._end_turn(checkpoint=False)  # the last checkpoint (a turn's end) stays where a resume picks up
+            with self.lock:
+                self._event("stop", reason=stop, detail=detail)
+                self._update_record(stop, detail)
+
+    def _begin_turn(self) -> None:
+        with self.lock:
+            self.s.turn += 1
+            self.s.step = 0
+            self.acct.begin_turn()
+            self.pending, self.aborted, self.open = None, False, True
+
+    def _next_turn(self) -> None:
+        self.s.continues += 1
+        self._begin_turn()
+        self._prompt(CONTINUE)
+
+    def _after_turn(self) -> None:
+        self.acct.check_budget_after_turn(self.s.turn)
+        if self.ctx.should_pause():
+            raise Stop("paused")  # between turns: the checkpoint _end_turn wrote is where it resumes
+
+    def _prompt(self, text: str) -> None:
+        with self.lock:
+            self._event("message", message={"role": "user", "content": text})
+        self.prompt_id = self.rpc.send({"type": "prompt", "message": text})
+
+    def _wait_idle(self) -> None:
+        """Pi's events until it is idle: its agent run ended, and a compaction after it (if any) too."""
+        agent_done, compacting, barrier, retry_by = False, False, None, None
+        while True:
+            record = self.rpc.next(0.25)
+            self._check_live()
+            if record is None:
+                if retry_by is not None and time.monotonic() > retry_by:
+                    retry_by, barrier = None, self.rpc.send({"type": "get_state"})  # Pi's retry never started
+                continue
+            kind = record.get("type")
+            if kind == "closed":
+                raise Stop("tool_error", f"Pi exited in turn {self.s.turn}: {self._why_gone()}")
+            if kind == "response":
+                if record.get("id") == self.prompt_id and not record.get("success"):
+                    raise Stop("tool_error", f"Pi refused the prompt: {str(record.get('error'))[:300]}")
+                if record.get("id") == barrier:
+                    barrier = None
+                    data = record.get("data") if isinstance(record.get("data"), dict) else {}
+                    if agent_done and not compacting and not data.get("isStreaming") and not data.get("isCompacting"):
+                        return
+                continue
+            self._handle(record)
+            if kind == "agent_start":
+                agent_done, retry_by = False, None
+            elif kind == "agent_end":
+                agent_done, barrier = True, self.rpc.send({"type": "get_state"})  # a compaction Pi starts now is before its answer
+            elif kind == "compaction_start":
+                compacting = True
+            elif kind == "compaction_end":
+                compacting = False
+                if record.get("willRetry"):
+                    agent_done, retry_by = False, time.monotonic() + RETRY_WAIT_S
+                elif agent_done:
+                    barrier = self.rpc.send({"type": "get_state"})
+
+    def _check_live(self) -> None:
+        """Between Pi's events: a stop the channel decided, the deadlines, a pause, the watchdog."""
+        with self.lock:
+            pending, self.pending = self.pending, None
+            if self.box is not None and len(self.box.killed) > self.watchdog_seen:
+                for why in self.box.killed[self.watchdog_seen:]:
+                    self._event("box_killed", why=why)
+                self.watchdog_seen = len(self.box.killed)
+        cut: Optional[BaseException] = pending
+        if cut is None:
+            try:
+                self.acct.check_deadlines()
+            except (EndTurn, Stop) as exc:
+                cut = exc
+        if cut is None and self.ctx.should_pause():
+            cut = EndTurn("paused")  # a pause cuts the turn; _after_turn then stops the run, resumable
+        if cut is None:
+            if self.aborted and self.abort_by < time.monotonic():
+                raise Stop("tool_error", f"Pi did not stop within {ABORT_S:.0f}s of an abort")
+            return
+        if isinstance(cut, Stop):
+            raise cut
+        with self.lock:
+            self.open = False
+            if self.stats is not None:
+                self.stats.ended_by = self.stats.ended_by or cut.ended_by
+        if not self.aborted:
+            self.aborted, self.abort_by = True, time.monotonic() + ABORT_S
+            self.rpc.send({"type": "abort"})
+
+    def _end_turn(self, checkpoint: bool = True) -> None:
+        s = self.s
+        with self.lock:
+            self.open = False
+            self._log_unsent_results()
+            stats = self.acct.end_turn()
+            stats.ended_by = stats.ended_by or "idle"
+        live = self.box is not None and self.box.alive()
+        root = self.box.work_view if self.box is not None else self.ws.work  # work/ on disk once the box is gone
+        answer = self._backstop(root)
+        if live and checkpoint:
+            try:
+                note = self.box.persist()  # work/ to disk: the copy a checkpoint stands for
+            except OSError as exc:
+                note = f"could not write work/ back: {exc}"
+            if note:
+                with self.lock:
+                    self._event("work_full", note=note)
+            self._save_session("checkpoint-session.jsonl")
+        changed = answer is not None and answer != s.last_snapshot
+        with self.lock:
+            if changed:
+                self.rec.snapshot(s.turn, answer)
+                s.last_snapshot = answer
+            total = s.ledger.total
+            self.rec.turn(TurnRow(
+                turn=s.turn, prompt_tokens=stats.usage.prompt, completion_tokens=stats.usage.completion, cached_tokens=stats.usage.cached,
+                prompt_tokens_cum=total.prompt, completion_tokens_cum=total.completion, cached_tokens_cum=total.cached,
+                context_tokens=stats.context_tokens, llm_calls=stats.llm_calls, llm_ms=stats.llm_s * 1000, tool_ms=stats.tool_s * 1000,
+                setup_ms=stats.setup_s * 1000, tool_calls=stats.tool_calls, malformed=stats.malformed, estimated_calls=stats.estimated_calls,
+                compactions=stats.compactions, answer_chars=len(answer or ""), answer_changed=changed,
+                elapsed_ms=stats.elapsed() * 1000, ended_by=stats.ended_by,
+            ))
+            if checkpoint:
+                self._checkpoint()
+
+    def _backstop(self, root: Path) -> Optional[str]:
+        """ANSWER.md's text; if the model wrote none, its last own words (never a user or tool text) go there.
+        Anything but a regular file at ANSWER.md is left alone and counts as no answer."""
+        s = self.s
+        text, kind = read_answer(_Root(root))
+        if kind == "other":
+            s.answer_source = "none"
+            return None
+        if kind == "file" and (s.backstop_text is None or text != s.backstop_text):
+            s.answer_source = "model"
+            return text  # the model's file: never overwritten
+        if not s.last_text:
+            return text
+        try:
+            safefs.write_text(root, ANSWER_FILE, s.last_text + "\n", replace=kind == "file")
+            _hand_over(root, ANSWER_FILE)
+        except safefs.UnsafePath:
+            return text
+        s.backstop_text = s.last_text + "\n"
+        s.answer_source = "backstop"
+        return s.backstop_text
+
+    # ---- Pi's process -------------------------------------------------------------------------------
+    def _start(self, session: Optional[bytes]) -> None:
+        cfg, t0 = self.ctx.config, time.monotonic()
+        launch.write_agent_dir(self.run_pi / "agent", cfg, self.ctx.context_window)
+        self.channel = Channel(Routes(self._chat, self._tools, self._call)).start()
+        self.box = launch.start(self.pi, cfg, self.ws.work, self.ws.dataroom, self.run_pi, self.channel.folder,
+                                self.ctx.toolset.ctx.sandbox_mode, session)
+        self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
+        try:
+            ident = self.rpc.send({"type": "get_state"})
+            state = wait_for(self.rpc, ident, STARTUP_S, self._handle)
+        except (PiGone, TimeoutError) as exc:
+            raise Stop("tool_error", f"Pi did not start: {exc}: {self._why_gone()}") from exc
+        data = state.get("data") if isinstance(state.get("data"), dict) else {}
+        model = data.get("model") if isinstance(data.get("model"), dict) else {}
+        if not state.get("success") or model.get("provider") != launch.PROVIDER:
+            raise Stop("tool_error", f"Pi started without searchbox's model: {json.dumps(state)[:300]}")
+        took = time.monotonic() - t0
+        with self.lock:
+            self.s.startup_s += took
+            self.s.ledger.cum.setup_s += took
+            self._event("pi_started", pi=self.pi.version, node=self.pi.node_version, startup_s=round(took, 3),
+                        sandbox=self.ctx.toolset.ctx.sandbox_mode)
+
+    def _shutdown(self) -> None:
+        if self.box is not None:
+            self.box.kill()
+            try:
+                note = self.box.persist()
+            except OSError as exc:
+                note = f"could not write work/ back: {exc}"
+            if note:
+                with self.lock:
+                    self._event("work_full", note=note)
+            self._save_session("session.jsonl")
+            stderr = self.box.stderr_text()
+            if stderr.strip():
+                atomic_write(self.run_pi / "stderr.log", stderr)
+            self.box.release()
+        if self.rpc is not None:
+            self.rpc.close()
+        if self.channel is not None:
+            self.channel.close()
+
+    def _why_gone(self) -> str:
+        if self.box is None:
+            return ""
+        if self.box.killed:
+            return self.box.killed[-1]
+        with contextlib.suppress(Exception):
+            self.box.proc.wait(timeout=2)
+        lines = [ln for ln in self.box.stderr_text().strip().splitlines() if ln.strip()]
+        return (lines[-1] if lines else f"exit {self.box.proc.poll()}")[:500]
+
+    def _save_session(self, name: str) -> None:
+        """Pi's session file, copied from its box's private folder into the run's pi/ (never through a link)."""
+        view = self.box.private_views.get("session") if self.box is not None else None
+        data = safefs.read_bytes(view, launch.SESSION_FILE, cap=SESSION_CAP) if view is not None else None
+        if data is None:
+            self.session_note = f"no session file to copy as {name}"
+            return
+        atomic_write(self.run_pi / name, data)
+
+    # ---- Pi's events ----------------------------------------------------------------------------------
+    def _handle(self, record: dict) -> None:
+        kind = record.get("type")
+        if kind == "tool_execution_start":
+            self.started[str(record.get("toolCallId"))] = (time.monotonic(), record.get("args"))
+        elif kind == "tool_execution_end":
+            self._tool_row(record)
+        elif kind == "compaction_end":
+            result = record.get("result") if isinstance(record.get("result"), dict) else None
+            with self.lock:
+                if result is not None:
+                    self.s.compactions += 1
+                    if self.stats is not None:
+                        self.stats.compactions += 1
+                self._event("compaction", reason=record.get("reason"), tokens_before=(result or {}).get("tokensBefore"),
+                            summary_chars=len(str((result or {}).get("summary") or "")), aborted=bool(record.get("aborted")),
+                            will_retry=bool(record.get("willRetry")), error=record.get("errorMessage"))
+        elif kind == "message_end":
+            message = record.get("message") if isinstance(record.get("message"), dict) else {}
+            if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
+                with self.lock:
+                    self._event("pi_message_end", stop_reason=message.get("stopReason"), error=str(message.get("errorMessage") or "")[:500])
+        elif kind in ("extension_error", "auto_retry_start", "auto_retry_end"):
+            with self.lock:
+                self._event(f"pi_{kind}", detail=json.dumps(record, default=str)[:2000])
+
+    def _tool_row(self, record: dict) -> None:
+        """A row for a call Pi ran itself (its built-in tools), or refused before it reached the channel."""
+        call_id, name = str(record.get("toolCallId") or ""), str(record.get("toolName") or "")
+        text, failed = wire.result_text(record.get("result")), bool(record.get("isError"))
+        self.results[call_id] = (name, text)
+        if call_id in self.outcomes:
+            return  # a dataroom tool: its row was made when it ran
+        began, args = self.started.pop(call_id, (time.monotonic(), record.get("args")))
+        info = self.calls.get(call_id) or {}
+        raw = info.get("arguments")
+        if raw is None:
+            raw = json.dumps(args if args is not None else {}, ensure_ascii=False, default=str)
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except (ValueError, RecursionError):
+            parsed = None
+        # Refused as sent: arguments that are no JSON object, a tool the run does not have, or a dataroom tool whose
+        # arguments Pi's validation (the catalog's schema) turned away before it reached searchbox.
+        malformed = failed and (not isinstance(parsed, dict) or name not in self.known_tools or name in self.channel_names)
+        fields = parsed if isinstance(parsed, dict) else {}
+        command, path = fields.get("command"), fields.get("path")
+        programs = sandbox.programs(command) if name == "bash" and isinstance(command, str) else []
+        paths = [path] if name in ("read", "write", "edit") and isinstance(path, str) else []
+        duration = (time.monotonic() - began) * 1000
+        with self.lock:
+            turn = self.s.turn
+            self.rec.tool_call(ToolRow(turn, int(info.get("step", self.s.step)), call_id, name, raw, programs, paths, duration, 0.0,
+                                       not failed, text[:RESULT_CAP] if failed else "", len(text), "", malformed))
+            counters = self.stats if self.stats is not None else self.s.ledger.cum
+            counters.tool_calls += 1
+            counters.tool_s += duration / 1000
+            counters.malformed_calls += int(malformed)
+
+    def _log_unsent_results(self) -> None:
+        """Tool results the model never got (the turn or the run ended first): into the trace from Pi's events."""
+        for call_id, (name, text) in self.results.items():
+            if call_id not in self.logged:
+                self._log_tool({"role": "tool", "tool_call_id": call_id, "content": text}, name)
+
+    # ---- the channel: model calls ---------------------------------------------------------------------
+    def _chat(self, body: Any) -> Reply:
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return error(400, "a chat request needs a list of messages")
+        agent = wire.is_agent_call(body)
+        with self.chat_lock:
+            with self.lock:
+                if not self.open:
+                    return error(409, "searchbox: no turn is in progress; the model cannot be called now")
+                if agent and self.s.step >= self.h.max_steps_per_turn:
+                    return self._refuse(EndTurn("max_steps"), f"this turn reached its limit of {self.h.max_steps_per_turn} model calls")
+                try:
+                    self.acct.check_deadlines()
+                except (EndTurn, Stop) as cut:
+                    return self._refuse(cut, "the turn or the run is past its deadline")
+                self._log_request(body)
+                payload = wire.upstream(body, self.ctx.config.model.max_tokens)
+                before = self.stats.context_tokens if self.stats is not None else 0
+            try:
+                resp = self.acct.chat(self.ctx.client, payload)
+            except (EndTurn, Stop) as cut:
+                with self.lock:
+                    return self._refuse(cut, "the turn or the run passed its deadline during the call")
+            except ModelError as exc:
+                with self.lock:
+                    if OVERFLOW_RX.search(str(exc)):  # Pi's own overflow recovery (compact, retry once) takes it from here
+                        self.s.overflows += 1
+                        self._event("overflow", detail=str(exc)[:500])
+                        return error(400, str(exc)[:2000], "invalid_request_error")
+                    return self._refuse(Stop(*stop_of(exc, self.acct.run_over())), "the model endpoint failed", 502)
+            with self.lock:
+                return self._answer(body, payload, resp, agent, before)
+
+    def _answer(self, body: dict, payload: dict, resp, agent: bool, before: int) -> Reply:
+        s = self.s
+        usage = self.acct.account(resp, payload)
+        if not agent and self.stats is not None:
+            self.stats.context_tokens = before  # a compaction call says nothing of the conversation's size
+        message = wire.assistant(resp.message, f"call_{s.turn}_{s.step + 1}") if not resp.malformed else {"role": "assistant", "content": None}
+        if agent:
+            s.step += 1
+            s.first_prompt_tokens = s.first_prompt_tokens or usage.prompt
+            for call in message.get("tool_calls") or []:
+                self.calls[call["id"]] = {"name": call["function"]["name"], "arguments": call["function"]["arguments"], "step": s.step}
+            said = visible_text(message.get("content") or "")
+            if said:
+                s.last_text = said
+        else:
+            s.compaction_calls += 1
+            for part, value in (("prompt", usage.prompt), ("completion", usage.completion), ("cached", usage.cached)):
+                setattr(s.compaction_usage, part, getattr(s.compaction_usage, part) + value)
+        self._event("message", message=message, purpose="agent" if agent else "compaction", step=s.step if agent else None,
+                    usage={"prompt": usage.prompt, "completion": usage.completion, "cached": usage.cached, "estimated": usage.estimated,
+                           "latency_s": round(resp.latency_s, 4), "finish_reason": resp.finish_reason, "timings": resp.timings})
+        try:
+            self.acct.check_token_budget()
+        except Stop as stop:
+            s.withheld += 1
+            return self._refuse(stop, "the run's token budget is spent")
+        if resp.malformed:
+            if self.stats is not None:
+                self.stats.malformed += 1
+            self._event("malformed", step=s.step, error=resp.malformed)
+            return error(502, f"the model's reply could not be taken: {resp.malformed}")
+        if agent and not usage.estimated:
+            for part in ("prompt", "completion", "cached"):
+                setattr(s.agent_usage, part, getattr(s.agent_usage, part) + getattr(usage, part))
+        return Reply(200, events=wire.stream(message, resp, self.ctx.config.model.name))
+
+    def _refuse(self, cut: BaseException, why: str, status: int = 409) -> Reply:
+        """The channel's side of a stop or a turn's end: Pi's call is refused, the main thread ends the turn or run."""
+        self.open = False
+        if not isinstance(self.pending, Stop):
+            self.pending = cut
+        return error(status, f"searchbox: {why}")
+
+    def _log_request(self, body: dict) -> None:
+        """What the request shows the model that the trace lacks: Pi's system prompt (once), tool results."""
+        system = wire.system_of(body)
+        if system is not None and not self.system_logged:
+            self.system_logged = True
+            self.s.system_chars = len(system)
+            self._event("message", message={"role": "system", "content": system}, harness="pi")
+        for message in wire.tool_messages(body):
+            if message["tool_call_id"] not in self.logged:
+                name = (self.calls.get(message["tool_call_id"]) or {}).get("name") or self.results.get(message["tool_call_id"], ("",))[0]
+                self._log_tool(message, name)
+
+    def _log_tool(self, message: dict, name: str) -> None:
+        message = {**message, "name": name}
+        out = self.outcomes.get(message["tool_call_id"])
+        if out is not None and out.data is not None:
+            message["data"] = out.data  # for programs reading the trace, as the native loop keeps it
+        self.logged.add(message["tool_call_id"])
+        self._event("message", message=message)
+
+    # ---- the channel: dataroom tools --------------------------------------------------------------------
+    def _tools(self) -> Reply:
+        return Reply(200, launch.channel_tools(self.ctx.config))
+
+    def _call(self, body: Any) -> Reply:
+        if not isinstance(body, dict):
+            return error(400, "a tool call is a JSON object")
+        name, call_id, args = body.get("name"), str(body.get("id") or ""), body.get("arguments")
+        with self.lock:
+            if not self.open:
+                return error(409, "searchbox: no turn is in progress; tools cannot be called now")
+            if name not in self.channel_names:
+                return Reply(200, {"ok": False, "text": f"Error: {str(name)[:100]!r} is not one of the run's dataroom tools "
+                                                        f"({', '.join(sorted(self.channel_names)) or 'none'})"})
+            info = self.calls.get(call_id) or {}
+            turn, step = self.s.turn, int(info.get("step", self.s.step))
+        with self.tool_lock:
+            self._pull(name, args)
+            try:
+                out = self.ctx.toolset.call(name, args)
+            except BackendError as exc:
+                with self.lock:
+                    self.rec.tool_call(ToolRow(turn, step, call_id, str(name), info.get("arguments") or json.dumps(args, default=str),
+                                               [], [], 0.0, 0.0, False, str(exc), 0, "", False))
+                    return self._refuse(Stop("tool_error", str(exc)), "the tool's backend failed; the run stops", 500)
+            note = self._push(out)
+        with self.lock:
+            counters = self.stats if self.stats is not None else self.s.ledger.cum
+            counters.tool_calls += 1
+            counters.tool_s += out.duration_ms / 1000
+            counters.setup_s += out.setup_ms / 1000
+            counters.malformed_calls += int(out.malformed)
+            self.outcomes[call_id] = out
+            self.rec.tool_call(ToolRow(turn, step, call_id, out.tool, info.get("arguments") or out.arguments, list(out.programs),
+                                       list(out.paths), out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars,
+                                       out.delivered, out.malformed))
+        return Reply(200, {"ok": out.ok, "text": out.output + note})
+
+    def _pull(self, name: str, args: Any) -> None:
+        """embed_texts appends to a file the model may have changed in its box: bring that file to disk first."""
+        if name != "embed_texts" or self.box is None or self.box.work_view == self.ws.work:
+            return
+        rel = args.get("out", "embeddings.jsonl") if isinstance(args, dict) else None
+        if not isinstance(rel, str):
+            return
+        with contextlib.suppress(safefs.UnsafePath, OSError):
+            data = safefs.read_bytes(self.box.work_view, rel, cap=SESSION_CAP)
+            if data is not None:
+                safefs.write_bytes(self.ws.work, rel, data)
+
+    def _push(self, out: Outcome) -> str:
+        """What a dataroom tool wrote under work/ on disk (a delivered result, embed_texts' file), put in Pi's box."""
+        if self.box is None or self.box.work_view == self.ws.work or not out.ok:
+            return ""
+        wrote = [out.delivered] if out.delivered else []
+        if out.tool == "embed_texts" and isinstance(out.data, dict) and isinstance(out.data.get("path"), str):
+            wrote.append(out.data["path"])
+        for rel in wrote:
+            data = safefs.read_bytes(self.ws.work, rel, cap=SESSION_CAP)
+            try:
+                if data is None:
+                    raise safefs.UnsafePath(f"{rel}: not written")
+                safefs.write_bytes(self.box.work_view, rel, data)
+                _hand_over(self.box.work_view, rel)
+            except (safefs.UnsafePath, OSError) as exc:
+                return f"\n[searchbox: {rel} could not be placed in your working directory: {exc}]"
+        return ""
+
+    # ---- bookkeeping --------------------------------------------------------------------------------------
+    def _event(self, kind: str, **data: Any) -> None:
+        self.rec.event(kind, self.s.turn, **data)
+
+    def _checkpoint(self) -> None:
+        from ..state import dump
+
+        self.s.logged_tools = sorted(self.logged)
+        self.rec.checkpoint({"harness": "pi", "version": STATE_VERSION, "state": dump(self.s)})
+
+    def _update_record(self, stop: str, detail: str) -> None:
+        r, s = self.rec.record, self.s
+        r.stop_reason, r.stop_detail = stop, detail
+        r.turns, r.continues_sent, r.compactions = s.turn, s.continues, s.compactions
+        self.acct.fill(r)
+        r.tool_errors = sum(1 for c in self.rec.calls if not c.ok)
+        r.answer_source = s.answer_source
+        r.harness = {
+            "kind": "pi", "pi_version": self.pi.version, "node": self.pi.node_version, "session": "pi/session.jsonl",
+            "startup_s": round(s.startup_s, 3), "first_prompt_tokens": s.first_prompt_tokens, "system_prompt_chars": s.system_chars,
+            "context_window": self.ctx.context_window, "compaction_calls": s.compaction_calls,
+            "compaction_tokens": s.compaction_usage.prompt + s.compaction_usage.completion, "overflows": s.overflows,
+            "withheld_answers": s.withheld, "usage_check": (check := usage_check(self.run_pi / "session.jsonl", s)),
+            "usage_agree": check["agree"],
+            "channel_requests": self.channel.requests if self.channel else 0, "channel_refused": self.channel.refused if self.channel else 0,
+            "box_killed": list(self.box.killed) if self.box else [],
+        }
+
+
+def usage_check(session: Path, s: PiState) -> dict:
+    """Pi's session file's own sum of usage beside the forwarder's (the billed agent answers Pi got): they agree unless
+    something in the box called the model past Pi, or the session file was changed (the model can write it)."""
+    forwarded = {"prompt": s.agent_usage.prompt, "completion": s.agent_usage.completion}
+    summed = {"prompt": 0, "completion": 0, "answers": 0}
+    try:
+        text = session.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {"forwarder": forwarded, "session": None, "agree": False, "note": "no session file"}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
+        usage = message.get("usage") if isinstance(message, dict) and message.get("role") == "assistant" else None
+        if not isinstance(usage, dict):
+            continue
+        numbers = [usage.get(k) if isinstance(usage.get(k), int) else 0 for k in ("input", "cacheRead", "cacheWrite", "output")]
+        summed["prompt"] += sum(numbers[:3])
+        summed["completion"] += numbers[3]
+        summed["answers"] += 1
+    agree = summed["prompt"] == forwarded["prompt"] and summed["completion"] == forwarded["completion"]
+    return {"forwarder": forwarded, "session": summed, "agree": agree}
+
+
+def _hand_over(root: Path, rel: str) -> None:
+    """A file the harness wrote where the box works belongs to the box's uid (as the quota's copy-in makes it)."""
+    import os
+
+    if os.geteuid() != 0:
+        return
+    parts = safefs.parts_of(rel)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.chown(name, sandbox.SANDBOX_UID, sandbox.SANDBOX_UID, dir_fd=fd, follow_symlinks=False)
+            os.close(fd)
+            fd = nxt
+        os.chown(parts[-1], sandbox.SANDBOX_UID, sandbox.SANDBOX_UID, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def restore(checkpoint: dict) -> PiState:
+    from ...errors import SearchboxError
+    from ..state import load
+
+    if checkpoint.get("version") != STATE_VERSION:
+        raise SearchboxError(f"cannot resume: Pi checkpoint version {checkpoint.get('version')} (expected {STATE_VERSION})")
+    try:
+        return load(PiState, checkpoint["state"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise SearchboxError(f"cannot resume: the checkpoint does not hold a Pi state ({exc})") from exc
