@@ -167,3 +167,27 @@ def test_a_failing_endpoint_stops_a_pi_run_as_model_error(tmp_path, pi):
     assert len(srv.requests) == cfg.model.retries + 1  # the client's retries, not Pi's as well
     turns, _ = tables(tmp_path / "run")
     assert meta["status"] == "complete" and list(turns["ended_by"]) == ["stop"]  # the turn cut short still has its row
+
+
+def test_harness_is_a_sweep_axis(tmp_path, pi):
+    """`python -m searchbox.sweep -m harness=native,pi tools=high,none`: one grid, both harnesses, the same tool sets."""
+    import os
+    import subprocess
+
+    from tests.fakes.commands import SWEEP
+
+    root = Path(__file__).resolve().parents[1]
+    with PiServer([]) as srv:
+        env = {**os.environ, "LLAMA_URL": srv.url, "HYDRA_FULL_ERROR": "1"}
+        cmd = [*SWEEP, "harness=native,pi", "tools=high,none", "budget=1", "questions.limit=1", f"sweep.root={tmp_path}",
+               "harness.today=2026-01-01", "model.retries=0", "retriever=bm25"]
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert sorted(zip(runs["harness"], runs["tools"])) == [("native", "high"), ("native", "none"), ("pi", "high"), ("pi", "none")]
+    assert runs["run_id"].is_unique and set(runs["stop_reason"]) == {"budget_spent"}
+    for tier in ("high", "none"):  # the same tools under both harnesses
+        assert runs.loc[runs["tools"] == tier, "tools_enabled"].nunique() == 1
+    pi_rows = runs[runs["harness"] == "pi"]
+    assert (pi_rows["harness_kind"] == "pi").all() and pi_rows["harness_usage_agree"].all()
+    assert (pi_rows["harness_first_prompt_tokens"] > 0).all()

@@ -32,6 +32,7 @@ from ...agent import ANSWER_FILE, OVERFLOW_RX, read_answer, visible_text
 from ...errors import BackendError, ModelError
 from ...llm import Usage
 from ...paths import atomic_write
+from ...protocol import template_supports_tools
 from ...record import ToolRow, TurnRow
 from ...tools import Outcome, ToolsetState
 from ...tools import sandbox
@@ -70,6 +71,7 @@ class PiState:
     logged_tools: list = field(default_factory=list)  # tool results already in the trace, by call id
     agent_usage: Usage = field(default_factory=Usage)  # billed usage of the agent answers Pi got: its session sums to this
     first_prompt_tokens: int = 0  # the first call's prompt: Pi's system prompt, its tools, the question
+    server_renders_tools: bool = True  # the server's chat template shows the model tool schemas (llama-server /props)
     system_chars: int = 0
     startup_s: float = 0.0
     tools: ToolsetState = field(default_factory=ToolsetState)
@@ -320,7 +322,14 @@ class PiRun:
         if not state.get("success") or model.get("provider") != launch.PROVIDER:
             raise Stop("tool_error", f"Pi started without searchbox's model: {json.dumps(state)[:300]}")
         took = time.monotonic() - t0
+        get_json = getattr(self.ctx.client, "get_json", None)
+        # Pi calls tools the OpenAI way only; a template that renders no tools (SmolLM2's) never shows the model their
+        # schemas, where the native loop falls back to its constrained-JSON protocol. The record says which it was.
+        self.s.server_renders_tools = template_supports_tools(get_json("/props") if get_json else None)
         with self.lock:
+            if not self.s.server_renders_tools:
+                self._event("warning", detail="the server's chat template renders no tools: the model sees Pi's tool list in "
+                                              "its system prompt but not their schemas, and its replies are not parsed as tool calls")
             self.s.startup_s += took
             self.s.ledger.cum.setup_s += took
             self._event("pi_started", pi=self.pi.version, node=self.pi.node_version, startup_s=round(took, 3),
@@ -614,7 +623,7 @@ class PiRun:
         r.harness = {
             "kind": "pi", "pi_version": self.pi.version, "node": self.pi.node_version, "session": "pi/session.jsonl",
             "startup_s": round(s.startup_s, 3), "first_prompt_tokens": s.first_prompt_tokens, "system_prompt_chars": s.system_chars,
-            "context_window": self.ctx.context_window, "compaction_calls": s.compaction_calls,
+            "context_window": self.ctx.context_window, "server_renders_tools": s.server_renders_tools, "compaction_calls": s.compaction_calls,
             "compaction_tokens": s.compaction_usage.prompt + s.compaction_usage.completion, "overflows": s.overflows,
             "withheld_answers": s.withheld, "usage_check": (check := usage_check(self.run_pi / "session.jsonl", s)),
             "usage_agree": check["agree"],
