@@ -25,6 +25,7 @@ from starlette.formparsers import MultiPartException
 from ..config import DataroomLimits
 from ..dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
+from ..harness import kinds as harness_kinds
 from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members
 from . import prepare, runview, sweeps
 from .endpoints import EndpointNotAllowed, EndpointPolicy
@@ -177,6 +178,7 @@ def create_app(settings: WebSettings) -> FastAPI:
             "endpoint": settings.endpoint_label or settings.endpoint, "allowed_endpoints": endpoints.allowed,
             "model": settings.model, "slots": settings.slots,
             "max_upload_mb": round(settings.max_upload_bytes / 1024**2, 1), "max_budget": settings.max_budget,
+            "harnesses": list(harness_kinds()),
         }
 
     def job_view(job: Job, waiting: Optional[dict] = None) -> dict:
@@ -403,8 +405,11 @@ def job_spec(form, settings: WebSettings, endpoints: EndpointPolicy) -> dict:
     endpoint = str(form.get("endpoint") or "").strip() or None
     if endpoint:  # only the server's own endpoint or one its operator allowed (EndpointRefused: 400, EndpointNotAllowed: 403)
         endpoint = endpoints.check(endpoint)
+    harness = str(form.get("harness") or "native")
+    if harness not in harness_kinds():
+        raise BadInput(f"harness: one of {', '.join(harness_kinds())}")
     return {"question": question, "budget": budget, "budget_unit": unit, "force_budget": force, "tools": tools,
-            "tool_names": names, "model": model, "endpoint": endpoint, "dataroom": None}
+            "tool_names": names, "model": model, "endpoint": endpoint, "dataroom": None, "harness": harness}
 
 
 def parse_budget(value: Any, unit: str, settings: WebSettings) -> int:

@@ -201,6 +201,8 @@ class JobRunner:
             cmd += ["--tools", spec["tools"]]
         if spec.get("model"):
             cmd += ["--model", spec["model"]]
+        if spec.get("harness", "native") != "native":  # a resume keeps it: the run's config says which harness
+            cmd += ["--harness", spec["harness"]]
         cmd += ["--", spec["question"]]
         if spec.get("dataroom"):
             cmd.append(spec["dataroom"])

@@ -46,6 +46,7 @@ async function submit(ev) {
   form.append("budget", $("#budget").value);
   form.append("budget_unit", $("#budget_unit").value);
   form.append("force_budget", $("#force_budget").checked ? "true" : "false");
+  form.append("harness", $("#harness").value);
   const tools = toolBoxes().filter(b => b.checked).map(b => b.value);
   form.append("tools", tools.length ? tools.join(",") : "none");
   form.append("model", $("#model").value);
@@ -102,6 +103,8 @@ async function refreshJobs() {
     "A new job takes the slot from the running one, which pauses and resumes by itself later; a job you pause or hold stays held " +
     "until you resume it. A job whose dataroom index is not built yet is preparing: the index is built outside the slots.";
   buildTools();
+  // native: searchbox's loop; pi: the reference agent in the same box (python -m searchbox setup installs it)
+  $("#harness").replaceChildren(...CONFIG.harnesses.map(k => h("option", { value: k, text: k })));
   $("#submit-form").addEventListener("submit", submit);
   refreshJobs();
   setInterval(refreshJobs, 1500);
