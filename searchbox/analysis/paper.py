@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .harness_figure import harness_effect, needs as harness_needs
 from .frames import Frames, accuracy_table, cells, label
 
 TIERS = ("grep_only", "vector_only")  # the isolated retrieval tiers (tools/catalog.py)
@@ -287,10 +288,12 @@ PAPER_FIGURES: dict[str, Callable[[Frames, str], Figure]] = {
     "paper_tokens_by_delivery": tokens_by_delivery,
     "paper_noise": noise_curves,
     "paper_budget_by_type": budget_by_type,
+    "paper_harness_effect": harness_effect,
 }
 NEEDS: dict[str, Callable[[Frames], Optional[str]]] = {
     "paper_grep_vs_vector": _tier_or_delivery,
     "paper_tokens_by_delivery": _tier_or_delivery,
     "paper_noise": _noise,
     "paper_budget_by_type": _budget_by_type,
+    "paper_harness_effect": harness_needs,
 }
