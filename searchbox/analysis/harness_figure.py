@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .frames import Frames, accuracy_table, acting, cells, label
+from .frames import Frames, accuracy_table, cells, label
 
 HARNESS_HATCH = {"native": "", "pi": "//"}
 TIER_COLORS = {"none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e", "all": "#9467bd", "grep_only": "#2a7ab0", "vector_only": "#d9822b"}
@@ -86,7 +86,6 @@ def harness_effect(frames: Frames, grader: Optional[str] = None) -> Figure:
         ax.text(0.5, 0.5, f"not in this design: {why}", ha="center", va="center", transform=ax.transAxes, wrap=True)
         ax.set_axis_off()
         return fig
-    frames = acting(frames)
     grader = grader or frames.headline
     runs = _runs(frames)
     panels = [(grader, f"accuracy ({grader})", True), ("tokens_total", "tokens per run (prompt + completion)", False)]
