@@ -256,7 +256,7 @@ class Progress:
         seconds = eta_s(left, paces, self.jobs_at_once)
         eta = "0 s" if done >= self.total else "?" if seconds is None else duration(seconds)
         print(f"[sweep] {done}/{self.total} runs done, {self.failed} failed here, ETA {eta} | {label}", file=sys.stderr, flush=True)
-        if self.points and not self.plan.get("rate") and not Progress._told_first_estimate and seconds is not None and done < self.total:
+        if self.points and not self.plan.get("priced") and not Progress._told_first_estimate and seconds is not None and done < self.total:
             Progress._told_first_estimate = True
             for line in first_estimate(self.points, left, paces, self.jobs_at_once, int(self.plan.get("questions") or 1)):
                 print(f"[sweep] {line}", file=sys.stderr, flush=True)
@@ -607,8 +607,6 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     """The sweep's plan: every job's config composed as Hydra will compose it, its runs keyed as run_job keys them
     (those already DONE counted), each weighted by its expected turns and priced at this machine's stored rate.
     Writes .launches/<launch>/plan.json for the jobs' ETA; returns the lines to print."""
-    from collections import Counter
-
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -617,7 +615,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     from .collect import DONE
     from .grading import load_questions
     from .identity import dataroom_identity, run_key
-    from .sweep_plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record
+    from .sweep_plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record, run_s
 
     overrides = sweep_grid(config)
     parsed = OverridesParser.create().parse_overrides(overrides)
@@ -631,11 +629,9 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         with open_dict(job_cfg):
             del job_cfg["hydra"]
         composed.append(OmegaConf.to_object(job_cfg))
-    model = Counter(sc.model.name for sc in composed).most_common(1)[0][0]
-    rate = load_rate(model)
     served_by: dict[Any, Any] = {}
     points = []
-    questions_n = 0
+    questions_n = measured = 0
     for num, (job, sc) in enumerate(zip(jobs, composed)):
         dataroom, qpath = job_inputs(sc)
         questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
@@ -649,15 +645,20 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
             done = sum((sweep_dir / "runs" / run_key(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
                        for q in questions)
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
+        rate = load_rate(sc.model.name, _tools_label(sc.tools.select))  # this machine's, for the model and tool tier
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
                                rate.tokens_per_turn if rate else None)
-        points.append(GridPoint(num, label, len(questions), done, turns, rate.overhead_turns if rate else OVERHEAD_TURNS))
+        points.append(GridPoint(num, label, len(questions), done, turns, rate.overhead_turns if rate else OVERHEAD_TURNS,
+                                run_s(turns, rate) if rate else None))
+        measured = max(measured, rate.runs if rate else 0)
+    if any(p.seconds is None for p in points):  # one unit for every weight: turns, until every point is priced
+        points = [dataclasses.replace(p, seconds=None) for p in points]
     exported = threads.exported()
     in_flight = exported.in_flight if exported else 1
     info = json.loads((sweep_dir / "sweep.json").read_text())
     atomic_write(sweep_dir / ".launches" / str(info["launch"]) / "plan.json",
-                 json.dumps(plan_record(points, swept, questions_n, rate, in_flight), indent=2))
-    return describe(points, swept, questions_n, rate, in_flight, fixed)
+                 json.dumps(plan_record(points, swept, questions_n, in_flight, measured), indent=2))
+    return describe(points, swept, questions_n, in_flight, fixed, measured)
 
 
 def _served_for(cfg: RunConfig, cache: dict):

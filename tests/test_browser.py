@@ -16,6 +16,7 @@ import pytest
 
 from tests.fakes.scripted_server import ScriptedServer
 from tests.fakes.webapp import LiveApp, make_sweep, turn_script, wait_for
+from tests.test_web import dataroom_zip
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -101,6 +102,9 @@ def test_a_job_from_the_form_to_its_finished_run_page(tmp_path, browser, shots):
         page.check("#tier-builtin")
         page.fill("#question", "How tall is the Gannet Rock lighthouse?")
         page.fill("#budget", "4")
+        room = tmp_path / "room.zip"
+        room.write_bytes(dataroom_zip())
+        page.set_input_files("#dataroom", str(room))  # the small dataroom (its wrapper folder is stripped)
         page.screenshot(path=str(shots / "home.png"), full_page=True)
         page.click("#submit")
         page.wait_for_url("**/runs/web/jobs/**")
@@ -185,7 +189,6 @@ def test_scheduling_says_why_jobs_wait_and_what_each_button_does(tmp_path, brows
     e = expect()
     from searchbox.index.store import LOCK
     from searchbox.web import prepare
-    from tests.test_web import dataroom_zip
 
     room = tmp_path / "room.zip"
     room.write_bytes(dataroom_zip())
@@ -193,7 +196,7 @@ def test_scheduling_says_why_jobs_wait_and_what_each_button_does(tmp_path, brows
     folder.mkdir(parents=True)
     lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(lock, fcntl.LOCK_EX)  # the index build waits for this "other writer": the job stays preparing
-    slow = [{"sleep": 0.6, "tool_calls": [{"name": "ls", "arguments": {"path": "dataroom"}}]}] * 400
+    slow = [{"sleep": 0.6, "tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}] * 400
     try:
         with ScriptedServer(slow) as srv, LiveApp(tmp_path / "out", srv.url) as app:
             def submit(question):
