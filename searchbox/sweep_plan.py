@@ -2,14 +2,16 @@
 
 Runs differ in cost by their budget (budget=30 is thirty turns, budget=1 one), so both the estimate and the ETA
 weight every run by the turns it is expected to take, plus what any run costs besides (its first prefill of the
-whole prompt, its set-up), priced at this machine's measured rate: the rate stored under $SEARCHBOX_HOME by
-earlier sweeps, else the rate the sweep measures on its own first runs. Averaging over runs instead made the ETA
+whole prompt, its set-up), priced at this machine's measured rate for the model and tool tier (a turn of SmolLM2
+that answers at once costs a tenth of one that reads files): the rates stored under $SEARCHBOX_HOME by earlier
+sweeps, else the pace the sweep measures on its own first runs. Averaging over runs instead made the ETA
 jump thirty-fold as a sweep moved from budget=1 runs to budget=30 runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import socket
 import time
@@ -37,6 +39,7 @@ class GridPoint:
     done: Optional[int]  # None: not known before the job starts (its server is not up yet)
     turns: float  # expected turns per run
     overhead: float = OVERHEAD_TURNS  # what a run costs besides its turns, in turns (Rate.overhead_turns)
+    seconds: Optional[float] = None  # one run's seconds at this machine's rate for its model and tools; None: not measured
 
     @property
     def to_go(self) -> int:
@@ -44,8 +47,8 @@ class GridPoint:
 
     @property
     def weight(self) -> float:
-        """One run's expected cost in turns: the weight of the estimate and the ETA."""
-        return self.turns + self.overhead
+        """One run's expected cost, the weight of the estimate and the ETA: its seconds where measured, else turns."""
+        return self.seconds if self.seconds is not None else self.turns + self.overhead
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,11 @@ def _rates_path():
     return cache_dir() / RATES_FILE
 
 
-def _rate_key(model: str) -> str:
-    return f"{socket.gethostname()}|{model}"
+ANY_TOOLS = "*"  # the model's rate over every tool tier, for a tier not measured yet
+
+
+def _rate_key(model: str, tools: str) -> str:
+    return f"{socket.gethostname()}|{model}|{tools}"
 
 
 SUMS = ("n", "t", "tt", "s", "ts")  # runs, and sums of turns, turns^2, seconds, turns x seconds: a line fit
@@ -101,19 +107,23 @@ def fit(sums: dict) -> tuple[float, float]:
     return 0.0, sec / t
 
 
-def load_rate(model: str) -> Optional[Rate]:
-    """The rate earlier sweeps measured here for this model (config model.name), if any."""
+def load_rate(model: str, tools: str = ANY_TOOLS) -> Optional[Rate]:
+    """The rate earlier sweeps measured here for this model (config model.name) and tool tier (the sweep's `tools`
+    axis value), else for the model over every tier, if any."""
     with contextlib.suppress(OSError, ValueError, TypeError):
-        entry = json.loads(_rates_path().read_text()).get(_rate_key(model))
-        if entry:
-            per_run, per_turn = fit(entry.get("sums") or {})
-            if per_turn > 0:
-                return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run)
+        rates = json.loads(_rates_path().read_text())
+        for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
+            entry = rates.get(key)
+            if entry:
+                per_run, per_turn = fit(entry.get("sums") or {})
+                if per_turn > 0:
+                    return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run)
     return None
 
 
 def record_run(meta: dict) -> None:
-    """Fold a finished run (run_meta.json) into this machine's stored rate for its model; runs without turns add nothing."""
+    """Fold a finished run (run_meta.json) into this machine's stored rates for its model, for its tool tier and over
+    all tiers; runs without turns add nothing."""
     turns, elapsed = int(meta.get("turns") or 0), float(meta.get("elapsed_s") or 0.0)
     model = str(meta.get("model") or "")
     if turns <= 0 or elapsed <= 0 or not model:
@@ -122,13 +132,19 @@ def record_run(meta: dict) -> None:
     rates: dict = {}
     with contextlib.suppress(OSError, ValueError):
         rates = json.loads(path.read_text())
-    entry = rates.get(_rate_key(model)) or {}
+    tools = str((meta.get("axes") or {}).get("tools") or ANY_TOOLS)
+    for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
+        rates[key] = _folded(rates.get(key) or {}, turns, elapsed, meta.get("tokens") or {})
+    atomic_write(path, json.dumps(rates, indent=2, sort_keys=True))
+
+
+def _folded(entry: dict, turns: int, elapsed: float, tokens: dict) -> dict:
+    """A stored rate with one more run in it (older runs fading after MEMORY_RUNS)."""
     sums = {k: float((entry.get("sums") or {}).get(k, 0.0)) for k in SUMS}
     if sums["n"] >= MEMORY_RUNS:  # older runs fade: the sums keep the weight of MEMORY_RUNS - 1 runs
         sums = {k: v * (MEMORY_RUNS - 1) / sums["n"] for k, v in sums.items()}
     for k, v in zip(SUMS, (1.0, turns, turns * turns, elapsed, turns * elapsed)):
         sums[k] += v
-    tokens = meta.get("tokens") or {}
     per_turn = dict(entry.get("tokens_per_turn") or {})
     seen = sums["t"] - turns  # the turns behind the stored figures, faded like the sums
     for metric in TOKENS_PER_TURN:
@@ -136,10 +152,8 @@ def record_run(meta: dict) -> None:
             old = float(per_turn.get(metric, tokens[metric] / turns))
             per_turn[metric] = round((old * seen + float(tokens[metric])) / (seen + turns), 1)
     per_run_s, per_turn_s = fit(sums)
-    rates[_rate_key(model)] = {"sums": {k: round(v, 4) for k, v in sums.items()}, "runs": int(entry.get("runs", 0)) + 1,
-                               "s_per_turn": round(per_turn_s, 3), "s_per_run": round(per_run_s, 3), "tokens_per_turn": per_turn,
-                               "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    atomic_write(path, json.dumps(rates, indent=2, sort_keys=True))
+    return {"sums": {k: round(v, 4) for k, v in sums.items()}, "runs": int(entry.get("runs", 0)) + 1, "s_per_turn": round(per_turn_s, 3),
+            "s_per_run": round(per_run_s, 3), "tokens_per_turn": per_turn, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 # ---- the estimate ---------------------------------------------------------------------------------
@@ -147,20 +161,25 @@ def turns_to_go(points: list[GridPoint]) -> float:
     return sum(p.turns * p.to_go for p in points)
 
 
-def run_s(point: GridPoint, rate: Rate) -> float:
-    return rate.s_per_run + rate.s_per_turn * point.turns
+def run_s(turns: float, rate: Rate) -> float:
+    """One run's seconds at a rate: its own cost plus its expected turns."""
+    return rate.s_per_run + rate.s_per_turn * turns
 
 
-def estimate_s(points: list[GridPoint], rate: Rate, in_flight: int) -> float:
-    """Wall seconds for the runs to go: each run's cost at the rate (per run, per expected turn), `in_flight` at a time."""
-    return sum(p.to_go * run_s(p, rate) for p in points) / max(1, in_flight)
+def priced(points: list[GridPoint]) -> bool:
+    return bool(points) and all(p.seconds is not None for p in points)
 
 
-def suggest_limit(points: list[GridPoint], rate: Rate, in_flight: int, questions: int) -> Optional[int]:
+def estimate_s(points: list[GridPoint], in_flight: int) -> float:
+    """Wall seconds for the runs to go, each at its measured seconds, `in_flight` at a time (priced points only)."""
+    return sum(p.to_go * (p.seconds or 0.0) for p in points) / max(1, in_flight)
+
+
+def suggest_limit(points: list[GridPoint], in_flight: int, questions: int) -> Optional[int]:
     """The questions.limit that brings a sweep estimated over an hour under one (None when it is under already)."""
-    if estimate_s(points, rate, in_flight) <= HOUR_S or questions <= 1:
+    if not priced(points) or estimate_s(points, in_flight) <= HOUR_S or questions <= 1:
         return None
-    per_question = sum(run_s(p, rate) for p in points) / max(1, in_flight)  # one more question on every point
+    per_question = sum(p.seconds or 0.0 for p in points) / max(1, in_flight)  # one more question on every point
     return max(1, min(questions - 1, int(HOUR_S // per_question))) if per_question > 0 else None
 
 
@@ -176,8 +195,8 @@ def duration(seconds: float) -> str:
     return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
-def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int, rate: Optional[Rate], in_flight: int,
-             fixed: Optional[list[str]] = None) -> list[str]:
+def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int, in_flight: int,
+             fixed: Optional[list[str]] = None, measured_runs: int = 0) -> list[str]:
     """The plan as lines for people: grid, runs done and to go, and the estimate (or why there is none yet)."""
     runs = sum(p.runs for p in points)
     known = [p for p in points if p.done is not None]
@@ -189,25 +208,23 @@ def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int
     if fixed:
         lines.append(f"  {'fixed':<{width}}  {' '.join(fixed)}")
     turns = turns_to_go(points)
-    if rate is None:
+    if not priced(points):
         lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go; no rate measured for this model here yet: "
                      "the first runs measure it, and the ETA follows")
         return lines
-    where = f"measured here over {rate.runs} run(s)" if rate.source == "stored" else "measured on this sweep's first run(s)"
-    total = estimate_s(points, rate, in_flight)
-    lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go x {rate.s_per_turn:.1f} s + {rate.s_per_run:.0f} s a run ({where}), "
-                 f"{in_flight} run(s) in flight: about {duration(total)}")
-    limit = suggest_limit(points, rate, in_flight, questions)
+    lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go, priced at this machine's rate for each model and tool tier "
+                 f"({measured_runs} run(s) measured), {in_flight} run(s) in flight: about {duration(estimate_s(points, in_flight))}")
+    limit = suggest_limit(points, in_flight, questions)
     if limit is not None:
         lines.append(f"  {'':<{width}}  that is over an hour: questions.limit={limit} runs {limit * len(points)} run(s) in about "
-                     f"{duration(sum(run_s(p, rate) for p in points) * limit / max(1, in_flight))}")
+                     f"{duration(sum(p.seconds or 0.0 for p in points) * limit / max(1, in_flight))}")
     return lines
 
 
-def plan_record(points: list[GridPoint], grid: dict, questions: int, rate: Optional[Rate], in_flight: int) -> dict:
+def plan_record(points: list[GridPoint], grid: dict, questions: int, in_flight: int, measured_runs: int = 0) -> dict:
     """What a launch stores (.launches/<id>/plan.json) for its jobs' progress lines."""
     return {"points": [asdict(p) for p in points], "grid": grid, "questions": questions, "in_flight": in_flight,
-            "rate": asdict(rate) if rate else None}
+            "priced": priced(points), "measured_runs": measured_runs}
 
 
 # ---- the ETA while the sweep runs -----------------------------------------------------------------
@@ -231,15 +248,15 @@ def eta_s(weight_left: float, paces: list[Pace], jobs_at_once: int) -> Optional[
 
 
 def first_estimate(points: list[GridPoint], weight_left: float, paces: list[Pace], jobs_at_once: int, questions: int) -> list[str]:
-    """After a sweep's first run, when no stored rate priced its plan: the estimate from what it measured."""
+    """After a sweep's first run, when no stored rate priced its plan: the estimate from the pace it measured."""
     seconds = eta_s(weight_left, paces, jobs_at_once)
     if seconds is None or not points:
         return []
-    unit = sum(p.wall_s for p in paces) / sum(p.turns for p in paces) / max(1, jobs_at_once)  # wall seconds per turn
-    rate = Rate(unit, 0, source="measured", s_per_run=unit * points[0].overhead)
+    unit = sum(p.wall_s for p in paces) / sum(p.turns for p in paces) / max(1, jobs_at_once)  # wall seconds per unit of weight
     lines = [f"plan: measured {unit:.1f} s per turn on the first run(s): about {duration(seconds)} to go"]
-    limit = suggest_limit(points, rate, 1, questions)
+    timed = [dataclasses.replace(p, seconds=unit * p.weight) for p in points]
+    limit = suggest_limit(timed, 1, questions)
     if limit is not None and seconds > HOUR_S:
         lines.append(f"plan: that is over an hour: questions.limit={limit} would run {limit * len(points)} run(s) in about "
-                     f"{duration(sum(run_s(p, rate) for p in points) * limit)}")
+                     f"{duration(sum(p.seconds or 0.0 for p in timed) * limit)}")
     return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import pytest
 
 from searchbox import sweep_plan
 from searchbox.sweep import Progress
-from searchbox.sweep_plan import GridPoint, Rate, describe, expected_turns, load_rate, record_run, suggest_limit
+from searchbox.sweep_plan import GridPoint, Rate, describe, expected_turns, load_rate, record_run, run_s, suggest_limit
 from tests.fakes.commands import SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +50,14 @@ def test_the_stored_rate_separates_a_runs_own_cost_from_its_turns():
     assert fitted.overhead_turns == pytest.approx(fitted.s_per_run / fitted.s_per_turn)
     record_run({"model": "smollm2-135m", "turns": 0, "elapsed_s": 5.0})  # a run that never took a turn prices nothing
     assert load_rate("smollm2-135m") == fitted and load_rate("another-model") is None
+
+
+def test_each_tool_tier_has_its_own_rate_and_falls_back_to_the_models():
+    for _ in range(3):  # SmolLM2 answering at once under tools=low, reading files under tools=high
+        record_run({"model": "m", "turns": 10, "elapsed_s": 40.0, "axes": {"tools": "low"}})
+        record_run({"model": "m", "turns": 10, "elapsed_s": 400.0, "axes": {"tools": "high"}})
+    assert load_rate("m", "low").s_per_turn == 4.0 and load_rate("m", "high").s_per_turn == 40.0
+    assert load_rate("m", "none").s_per_turn == load_rate("m").s_per_turn == 22.0  # not measured yet: the model's over all tiers
     assert sweep_plan.fit({"n": 2, "t": 2, "tt": 2, "s": 30, "ts": 30}) == (0.0, 15.0)  # same lengths: per turn only
 
 
@@ -63,22 +72,23 @@ def test_old_runs_fade_from_the_stored_rate():
 def test_plan_weights_runs_by_budget_and_suggests_a_limit_over_an_hour():
     # The design card's command with no questions.limit: 430 questions x 9 grid points.
     rate = Rate(6.0, 40, s_per_run=12.0)
-    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b), rate.overhead_turns) for i, (b, t) in
+    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b), rate.overhead_turns, run_s(b, rate)) for i, (b, t) in
               enumerate((b, t) for b in (1, 10, 30) for t in ("high", "low", "none"))]
-    lines = describe(points, {"tools": ["high", "low", "none"], "budget": ["1", "10", "30"]}, 430, rate, 1, ["questions.limit=null"])
+    lines = describe(points, {"tools": ["high", "low", "none"], "budget": ["1", "10", "30"]}, 430, 1, ["questions.limit=null"], 40)
     text = "\n".join(lines)
     assert "9 grid point(s) x 430 question(s) = 3,870 run(s), 0 done, 3,870 to go" in lines[0]
-    assert "52,890 turn(s) to go x 6.0 s + 12 s a run" in text  # 430 x 3 x (1 + 10 + 30) turns
-    expected = 52890 * 6.0 + 3870 * 12.0
+    assert "52,890 turn(s) to go, priced at this machine's rate for each model and tool tier (40 run(s) measured)" in text
+    expected = 52890 * 6.0 + 3870 * 12.0  # 430 x 3 x (1 + 10 + 30) turns at 6 s, and 12 s a run
     assert seconds(text.split("about ")[1].splitlines()[0]) == pytest.approx(expected, rel=0.01)
-    assert sweep_plan.estimate_s(points, rate, 2) == pytest.approx(expected / 2)  # two runs in flight
-    limit = suggest_limit(points, rate, 1, 430)
+    assert sweep_plan.estimate_s(points, 2) == pytest.approx(expected / 2)  # two runs in flight
+    limit = suggest_limit(points, 1, 430)
     assert limit == 4 and f"questions.limit={limit}" in text  # 4 x (123 x 6 + 9 x 12) s = 56 min; 5 would be 70 min
-    small = [GridPoint(p.job, p.label, 1, 0, p.turns) for p in points]
-    assert suggest_limit(small, rate, 1, 1) is None and "over an hour" not in "\n".join(describe(small, {}, 1, rate, 1))
-    assert "no rate measured" in "\n".join(describe(points, {}, 430, None, 1))
-    done = [GridPoint(p.job, p.label, 430, 430 if p.turns == 30 else None, p.turns) for p in points]
-    assert "1,290 done (of 3 grid points whose server is known)" in describe(done, {}, 430, rate, 1)[0]
+    small = [dataclasses.replace(p, runs=1) for p in points]
+    assert suggest_limit(small, 1, 1) is None and "over an hour" not in "\n".join(describe(small, {}, 1, 1))
+    unpriced = [dataclasses.replace(p, seconds=None) for p in points]
+    assert "no rate measured" in "\n".join(describe(unpriced, {}, 430, 1)) and suggest_limit(unpriced, 1, 430) is None
+    done = [dataclasses.replace(p, done=430 if p.turns == 30 else None) for p in points]
+    assert "1,290 done (of 3 grid points whose server is known)" in describe(done, {}, 430, 1)[0]
 
 
 def _launch(tmp_path: Path, budgets: list[int], runs_each: int, overhead: float = 1.0) -> Path:
@@ -87,7 +97,7 @@ def _launch(tmp_path: Path, budgets: list[int], runs_each: int, overhead: float 
     (sweep / "sweep.json").write_text(json.dumps({"jobs": len(budgets), "launch": "L1"}))
     points = [GridPoint(i, f"budget={b}", runs_each, 0, float(b), overhead) for i, b in enumerate(budgets)]
     (sweep / ".launches" / "L1").mkdir(parents=True)
-    (sweep / ".launches" / "L1" / "plan.json").write_text(json.dumps(sweep_plan.plan_record(points, {}, runs_each, Rate(1.0, 1), 1)))
+    (sweep / ".launches" / "L1" / "plan.json").write_text(json.dumps(sweep_plan.plan_record(points, {}, runs_each, 1)))
     return sweep
 
 
@@ -161,4 +171,4 @@ def test_the_sweep_prints_its_plan_before_the_first_run_and_counts_what_is_done(
     assert [p["turns"] for p in stored["points"]] == [1.0, 3.0] and stored["questions"] == 2
     again = _sweep([*args[:-1], "questions.limit=3"], tmp_path)  # one more question: 4 of 6 runs done
     assert "[sweep] plan: 2 grid point(s) x 3 question(s) = 6 run(s), 4 done, 2 to go" in again
-    assert re.search(r"turn\(s\) to go x [\d.]+ s \+ \d+ s a run \(measured here over \d+ run\(s\)\)", again)  # the stored rate
+    assert re.search(r"turn\(s\) to go, priced at this machine's rate for each model and tool tier \(\d+ run\(s\) measured\)", again)
