@@ -66,7 +66,12 @@ def test_the_channel_caps_what_it_reads(monkeypatch):
     monkeypatch.setattr(ch, "MAX_BODY", 1000)
     monkeypatch.setattr(ch, "READ_TIMEOUT_S", 1.0)
     with _channel([]) as channel:
-        assert _ask(channel.path, "POST", "/v1/chat/completions", {"messages": ["x" * 2000]})[0] == 413
+        big = socket.socket(socket.AF_UNIX)
+        big.connect(str(channel.path))
+        big.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 5000\r\n\r\n")  # over the cap: not read
+        big.settimeout(10)
+        assert big.recv(100).startswith(b"HTTP/1.1 413")
+        big.close()
         assert _ask(channel.path, "POST", "/searchbox/call", None, {"Transfer-Encoding": "chunked"})[0] in (400, 411)
         idle = socket.socket(socket.AF_UNIX)
         idle.connect(str(channel.path))
