@@ -191,3 +191,14 @@ def test_harness_is_a_sweep_axis(tmp_path, pi):
     pi_rows = runs[runs["harness"] == "pi"]
     assert (pi_rows["harness_kind"] == "pi").all() and pi_rows["harness_usage_agree"].all()
     assert (pi_rows["harness_first_prompt_tokens"] > 0).all()
+
+
+def test_a_conversation_the_server_cannot_hold_is_context_exhausted_after_pis_own_recovery(tmp_path, pi):
+    """The server refuses Pi's request as too long; Pi compacts and retries once (its own recovery, untouched); when
+    that fails the run stops as context_exhausted, a result, as the native loop's does."""
+    cfg = pi_cfg(budget=3)
+    with PiServer([], n_ctx=600) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "context_exhausted", (meta["stop_reason"], meta["stop_detail"])
+    assert meta["harness"]["overflows"] >= 1 and meta["turns"] == 1
+    assert any(e["type"] == "compaction" and e["reason"] == "overflow" for e in trace(tmp_path / "run"))

@@ -388,6 +388,11 @@ class PiRun:
                     self.s.compactions += 1
                     if self.stats is not None:
                         self.stats.compactions += 1
+                elif record.get("reason") == "overflow" and not record.get("willRetry") and not record.get("aborted"):
+                    # The server refused the conversation as too long and Pi's own recovery (compact, retry once) failed:
+                    # this model, window and budget cannot go on. A result, as the native loop's context_exhausted.
+                    self.pending = Stop("context_exhausted", f"the server refused Pi's request as longer than its context, "
+                                                             f"and Pi's compaction did not recover: {str(record.get('errorMessage'))[:300]}")
                 self._event("compaction", reason=record.get("reason"), tokens_before=(result or {}).get("tokensBefore"),
                             summary_chars=len(str((result or {}).get("summary") or "")), aborted=bool(record.get("aborted")),
                             will_retry=bool(record.get("willRetry")), error=record.get("errorMessage"))
