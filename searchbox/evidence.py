@@ -71,8 +71,8 @@ class Occurrence:
     line: str  # whitespace-collapsed
     start: int
     end: int
-    joined: tuple[str, ...]  # the line with neighbouring lines, widened until found in no other file (text that does not
-    #                          name its file may show the occurrence that way: a short front-matter line with its neighbours)
+    joined: tuple[str, ...]  # the line with its neighbouring lines, narrowest first (text that does not name its file may show
+    #                          a short front-matter line that way, when the neighbourhood is found in no other file)
 
 
 @dataclass(frozen=True)
@@ -83,26 +83,31 @@ class Passages:
 
 
 class Corpus:
-    """A dataroom's text files, whitespace-collapsed, and its paths, searchable as one string."""
+    """A dataroom's text files, whitespace-collapsed, and its paths, searchable as one byte string (UTF-8: a search
+    through a str that holds any non-ASCII character scans four bytes a character)."""
 
     def __init__(self, texts: dict[str, str], paths: list[str]):
         self.texts, self.files = texts, set(paths)
-        parts = [*(("\n".join(lines_of(t)), rel) for rel, t in texts.items()), *((p, "\x00" + p) for p in paths)]
+        parts = [*(("\n".join(lines_of(t)).encode(), rel) for rel, t in texts.items()), *((p.encode(), "\x00" + p) for p in paths)]
         self.names = [name for _, name in parts]  # a path part is named "\x00path": no file's own text
         self.starts, at = [], 0
         for text, _ in parts:
             self.starts.append(at)
             at += len(text) + 1
-        self.blob = "\x00".join(text for text, _ in parts)
+        self.blob = b"\x00".join(text for text, _ in parts)
+        self._memo: dict[tuple[str, frozenset], bool] = {}
 
     def elsewhere(self, window: str, mine: set[str]) -> bool:
-        """The window occurs in some file outside `mine`, or in a path."""
-        p = self.blob.find(window)
-        while p >= 0:
-            if self.names[bisect.bisect_right(self.starts, p) - 1] not in mine:
-                return True
-            p = self.blob.find(window, p + 1)
-        return False
+        """The window occurs in some file outside `mine`, or in a path (asked lazily: only of text an output showed)."""
+        key = (window, frozenset(mine))
+        if key not in self._memo:
+            needle, found = window.encode(), False
+            p = self.blob.find(needle)
+            while p >= 0 and not found:
+                found = self.names[bisect.bisect_right(self.starts, p) - 1] not in mine
+                p = self.blob.find(needle, p + 1)
+            self._memo[key] = found
+        return self._memo[key]
 
 
 @dataclass
@@ -112,7 +117,7 @@ class Room:
     corpus: Optional[Corpus]
     passages: dict[str, Optional[Passages]]  # gold -> its passages (None: missing from the dataroom, or no occurrence)
     mine: dict[str, set[str]]  # gold -> the dataroom files it names
-    spans: dict[str, list[str]]  # gold -> distinctive content spans (gold_content_seen)
+    spans: dict[str, list[str]]  # gold -> content spans (gold_content_seen counts those found in no other file)
     owner: dict[str, str]  # dataroom file -> the gold it is
 
     @property
@@ -206,17 +211,13 @@ def _read(root: Path, rel: str) -> Optional[str]:
     return data.decode("utf-8", errors="replace")
 
 
-def _passages(lines: list[str], golds: list[str], distinct) -> Optional[Passages]:
+def _passages(lines: list[str], golds: list[str]) -> Optional[Passages]:
     found = []
     for i, line in enumerate(lines):
         for s, e in occurrences(line, golds):
-            joined: list[str] = []
-            for r in range(1, MAX_RADIUS + 1):
-                joined = [w for w in dict.fromkeys(["\n".join(lines[max(0, i - r) : i + 1]), "\n".join(lines[i : i + r + 1])])
-                          if "\n" in w and distinct(w)]
-                if joined:
-                    break
-            found.append(Occurrence(line, s, e, tuple(joined)))
+            joined = (w for r in range(1, MAX_RADIUS + 1)
+                      for w in ("\n".join(lines[max(0, i - r) : i + 1]), "\n".join(lines[i : i + r + 1])) if "\n" in w)
+            found.append(Occurrence(line, s, e, tuple(dict.fromkeys(joined))))  # narrowest first; distinct or not is asked lazily
     return Passages(tuple(found)) if found else None
 
 
@@ -238,9 +239,8 @@ def room(dataroom: Path, gold_files: list[str], golds: list[str]) -> Room:
         mine = {rel for rel in texts if _match_gold(rel, gold)}
         out.mine[gold] = mine
         out.owner.update({rel: gold for rel in mine})
-        spans = list(dict.fromkeys(s for rel in sorted(mine) for s in spans_of(texts[rel])))
-        out.spans[gold] = [s for s in spans if not corpus.elsewhere(s, mine)]
-        found = [p for rel in sorted(mine) if (p := _passages(lines_of(texts[rel]), golds, lambda w: not corpus.elsewhere(w, mine))) is not None]
+        out.spans[gold] = list(dict.fromkeys(s for rel in sorted(mine) for s in spans_of(texts[rel])))  # distinct or not: asked lazily
+        found = [p for rel in sorted(mine) if (p := _passages(lines_of(texts[rel]), golds)) is not None]
         out.passages[gold] = Passages(tuple(o for p in found for o in p.occurrences)) if found else None
     if len(_ROOMS) >= 512:
         _ROOMS.clear()
@@ -250,7 +250,8 @@ def room(dataroom: Path, gold_files: list[str], golds: list[str]) -> Room:
 
 def distinctive_spans(dataroom: Path, gold_files: list[str]) -> dict[str, list[str]]:
     """For each gold file: its content spans found in no other dataroom file or path ([] when missing or none)."""
-    return room(dataroom, gold_files, []).spans
+    r = room(dataroom, gold_files, [])
+    return {g: [s for s in spans if not r.corpus.elsewhere(s, r.mine[g])] for g, spans in r.spans.items()}
 
 
 # ---- what the agent received ------------------------------------------------------------------
@@ -407,10 +408,6 @@ def _dataroom_file(path: str, files: set[str]) -> Optional[str]:
     return p if p in files else None
 
 
-def _shown(windows: Iterable[str], text: str, sent: str) -> bool:
-    return any(w in text and w not in sent for w in windows)
-
-
 def extents(o: Occurrence, text: str) -> Iterator[tuple[int, int]]:
     """Each place a text shows the occurrence: the span of its line that the text shows around it, as far as it agrees."""
     anchor, p = o.line[o.start : o.end], text.find(o.line[o.start : o.end])
@@ -435,7 +432,7 @@ def shows(p: Passages, text: str, sent: str, elsewhere: Optional[Callable[[str],
                 continue  # too little of the line to say which line it is
             if window not in sent and (elsewhere is None or not elsewhere(window)):
                 return True
-        if elsewhere is not None and _shown(o.joined, text, sent):
+        if elsewhere is not None and any(w in text and w not in sent and not elsewhere(w) for w in o.joined):
             return True
     return False
 
@@ -455,7 +452,7 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
         r = Room(None, {g: None for g in gold}, {}, {g: [] for g in gold}, {})
     ev.measured = [g for g in gold if r.passages[g] is not None]
     ev.unmeasured = [g for g in gold if r.passages[g] is None]
-    ev.content_measured = [g for g in gold if r.spans[g]]
+    ev.content_measured = [g for g in gold if any(not r.corpus.elsewhere(s, r.mine[g]) for s in r.spans[g])]  # stops at the first
     pending = {g: r.passages[g] for g in ev.measured}
     unseen = {g: r.spans[g] for g in ev.content_measured}
     for out in tool_outputs(trace):
@@ -473,7 +470,8 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
             ev.first_turn = out.turn if ev.first_turn is None else ev.first_turn
             if out.tool not in ev.tools:
                 ev.tools.append(out.tool)
-        for g in [g for g, spans in unseen.items() if _shown(spans, seen, out.sent)]:
+        for g in [g for g, spans in unseen.items()
+                  if any(s in seen and s not in out.sent and not r.corpus.elsewhere(s, r.mine[g]) for s in spans)]:
             del unseen[g]
             ev.content_seen.append(g)
     ev.received.sort(key=ev.measured.index)
