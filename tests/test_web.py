@@ -513,7 +513,7 @@ def test_a_job_whose_index_is_missing_prepares_outside_the_slot_while_another_ru
             a = submit(app, budget=1, tools="high", question="indexed question", files={"dataroom": ("room.zip", room.read_bytes(), "application/zip")})
             assert a["state"] == "preparing" and "building the index" in a["wait"]["reason"]
             assert [x["label"] for x in a["actions"]] == ["Hold", "Cancel"]
-            b = submit(app, budget=1, tools="none", question="plain question")
+            b = submit(app, budget=1, tools="none", question="plain question", files={"dataroom": ("room.zip", room.read_bytes(), "application/zip")})
             done_b = app.wait_job(b["id"], ("done",))  # b had the slot while a's index waited to be built
             assert done_b["launches"] == 1 and app.get(f"/api/jobs/{a['id']}").json()["job"]["state"] == "preparing"
             fcntl.flock(lock, fcntl.LOCK_UN)
