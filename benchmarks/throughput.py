@@ -10,6 +10,11 @@ machine's load hits every configuration alike. Each launch writes into a fresh s
     serial   model.parallel=1, basic launcher: one run at a time
     slots2   model.parallel=2, basic launcher: two runs in flight in one job (threads from the plan)
     ray2     model.parallel=2, hydra/launcher=ray with 2 CPUs: the two grid points as two Ray workers
+    quiet_new, quiet_old, loaded_new, loaded_old
+             one run at a time on a quiet machine and beside a busy process pinned to one core, under the
+             thread plan that follows the measured load (new) and the one that always kept a core free (old,
+             SEARCHBOX_OTHER_LOAD=1). Just these four: --only quiet_new quiet_old loaded_new loaded_old
+             --out-name throughput_load
 
 Reported per configuration (median over repetitions): runs per hour and turns per second over the run
 phase (first run started to last run finished, from the run records), the same over the whole command
@@ -25,6 +30,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +48,17 @@ CONFIGS = {
     # Without the thread budget: llama-server as wide as the machine (its own default here), as before the plan.
     "serial_t2": ["model.parallel=1", "model.server_args=[-t,2,-tb,2]"],
     "slots2_t2": ["model.parallel=2", "model.server_args=[-t,2,-tb,2]"],
+    # Quiet vs loaded, old plan vs new, one run in flight. The old plan kept one core free on a whole machine
+    # whatever ran there (SEARCHBOX_OTHER_LOAD=1 reproduces it); the new one leaves only the cores other work is
+    # measured to use. "loaded": a busy process pinned to one core runs for the whole launch.
+    "quiet_new": ["model.parallel=1"],
+    "quiet_old": ["model.parallel=1"],
+    "loaded_new": ["model.parallel=1"],
+    "loaded_old": ["model.parallel=1"],
 }
+ENV = {"quiet_old": {"SEARCHBOX_OTHER_LOAD": "1"}, "loaded_old": {"SEARCHBOX_OTHER_LOAD": "1"}}
+BUSY = ("loaded_new", "loaded_old")
+LOAD_SETS = ("quiet_new", "quiet_old", "loaded_new", "loaded_old")
 BUDGETED = ("serial", "slots2", "ray2")
 DESCRIBE = {
     "serial": "1 slot, one run at a time",
@@ -50,17 +66,38 @@ DESCRIBE = {
     "ray2": "model.parallel=2, hydra/launcher=ray: 2 workers x 1 run",
     "serial_t2": "1 slot, llama-server -t 2 (no thread budget)",
     "slots2_t2": "2 slots, llama-server -t 2 (no thread budget)",
+    "quiet_new": "1 slot, nothing else running, new plan (cores from the measured load)",
+    "quiet_old": "1 slot, nothing else running, old plan (one core always kept free)",
+    "loaded_new": "1 slot, a busy process on one core, new plan",
+    "loaded_old": "1 slot, a busy process on one core, old plan",
 }
+
+
+def busy_core() -> subprocess.Popen:
+    """Other work on the machine: one process spinning on one core (pinned there when taskset is present)."""
+    spin = [sys.executable, "-c", "while True: pass"]
+    core = str(min(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else "0"
+    cmd = ["taskset", "-c", core, *spin] if shutil.which("taskset") else spin
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def launch(name: str, extra: list[str], questions: int, root: Path, budget: int) -> dict:
     cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "seed=0,1", "tools=high", f"budget={budget}", f"questions.limit={questions}",
            "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}", *extra]
-    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_URL", "SEARCHBOX_ENDPOINTS", "SEARCHBOX_THREAD_PLAN")}
-    load = round(os.getloadavg()[0], 1)  # other work on the machine matters: llama.cpp pools stall when it competes
-    t = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
-    wall = time.monotonic() - t
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_URL", "SEARCHBOX_ENDPOINTS", "SEARCHBOX_THREAD_PLAN", "SEARCHBOX_OTHER_LOAD")}
+    env.update(ENV.get(name, {}))
+    busy = busy_core() if name in BUSY else None
+    try:
+        if busy:
+            time.sleep(1.0)  # running before the sweep measures the load, as other work would be
+        load = round(os.getloadavg()[0], 1)  # other work on the machine matters: llama.cpp pools stall when it competes
+        t = time.monotonic()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+        wall = time.monotonic() - t
+    finally:
+        if busy:
+            busy.kill()
+            busy.wait()
     if proc.returncode != 0:
         raise SystemExit(f"searchbox: the {name} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     import pandas as pd
@@ -74,9 +111,18 @@ def launch(name: str, extra: list[str], questions: int, root: Path, budget: int)
     tools = calls["tool"].value_counts().to_dict() if len(calls) else {}
     return {"load_before": load, "runs": int(len(runs)), "turns": int(runs["turns"].sum()), "llm_calls": int(runs["llm_calls"].sum()),
             "completion_tokens": int(runs["tokens_completion"].sum()), "run_phase_s": round(phase, 2), "wall_s": round(wall, 2),
+            "plan_load": _plan_load(root / name),
             "stop_reasons": runs["stop_reason"].value_counts().to_dict(), "thread_plans": plans, "tool_calls": tools,
             "decode_tokens_per_s_server": round(float(runs["server_decode_tokens_per_s"].median()), 2)
             if "server_decode_tokens_per_s" in runs else None}
+
+
+def _plan_load(sweep: Path):
+    """The other work the sweep's thread plan measured (threads.json beside sweep.json)."""
+    try:
+        return json.loads((sweep / "threads.json").read_text()).get("load")
+    except (OSError, ValueError):
+        return None
 
 
 def summarise(samples: list[dict]) -> dict:
@@ -88,17 +134,37 @@ def summarise(samples: list[dict]) -> dict:
             "completion_tokens_per_s": round(toks / phase, 2), "runs_per_hour_end_to_end": round(runs / wall * 3600, 1),
             "turns_per_s_end_to_end": round(turns / wall, 4),
             "run_phase_s_all": [s["run_phase_s"] for s in samples], "wall_s_all": [s["wall_s"] for s in samples],
-            "load_before_all": [s.get("load_before") for s in samples],
+            "load_before_all": [s.get("load_before") for s in samples], "plan_load_all": [s.get("plan_load") for s in samples],
+            "decode_tokens_per_s_all": [s.get("decode_tokens_per_s_server") for s in samples],
             "thread_plans": sorted({p for s in samples for p in s["thread_plans"]}),
             "tool_calls": {t: sum(s["tool_calls"].get(t, 0) for s in samples) for t in sorted({t for s in samples for t in s["tool_calls"]})}}
 
 
+def load_table(rows: dict) -> list[str]:
+    """Quiet vs loaded, old plan vs new, side by side (when those configurations ran)."""
+    if not any(n in rows for n in LOAD_SETS):
+        return []
+    lines = ["", "## Quiet vs loaded: the old plan (one core always kept free) vs the new (cores from the measured load)", "",
+             "| machine | plan | run phase s (median) | decode tok/s (median) | load the plan measured | threads | new vs old |", "|---|---|---|---|---|---|---|"]
+    for machine in ("quiet", "loaded"):
+        old, new = rows.get(f"{machine}_old"), rows.get(f"{machine}_new")
+        for plan, r in (("old", old), ("new", new)):
+            if r is None:
+                continue
+            gain = (f"x{old['run_phase_s_median'] / new['run_phase_s_median']:.2f} faster" if plan == "new" and old and new else "")
+            decode = [d for d in r.get("decode_tokens_per_s_all") or [] if d is not None]
+            lines.append(f"| {machine} | {plan} | {r['run_phase_s_median']} | {statistics.median(decode) if decode else '-'} | "
+                         f"{', '.join(str(x) for x in r.get('plan_load_all') or [])} | {'; '.join(r['thread_plans']) or '-'} | {gain} |")
+    return lines
+
+
 def write_md(result: dict, path: Path) -> None:
     rows = result["configs"]
-    lines = ["# Sweep throughput: 1 slot vs 2 slots vs Ray with 2 workers", "",
+    first = next(iter(rows.values()))
+    lines = ["# Sweep throughput: 1 slot vs 2 slots vs Ray with 2 workers; quiet vs loaded under the old and new thread plans", "",
              f"{result['when']} on {result['machine']['cores']} cores ({result['machine']['platform']}), load average before "
              f"{result['machine']['load_before']}. The same sweep each time: seed=0,1 x {result['questions']} built-in questions "
-             f"({rows['serial']['runs']} runs), tools=high (search_dataroom offered, embedder in-process), budget={result['budget']}, "
+             f"({first['runs']} runs), tools=high (search_dataroom offered, embedder in-process), budget={result['budget']}, "
              f"real llama-server with SmolLM2-135M; {result['reps']} repetitions interleaved; medians. Run phase: first run started "
              "to last run finished; whole command: server (and Ray) start-up included.", "",
              "| configuration | what | runs/hour (run phase) | turns/s | completion tok/s | runs/hour (whole command) | run phase s (each rep) | 1-min load before each rep |",
@@ -117,6 +183,7 @@ def write_md(result: dict, path: Path) -> None:
     if not any("search_dataroom" in r["tool_calls"] or "answer_question" in r["tool_calls"] for r in rows.values()):
         lines += ["", "The model never called the dense-retrieval tools it was offered, so the embedder did not run in these "
                   "sweeps: the numbers measure generation and the harness, not embedding contention."]
+    lines += load_table(rows)
     lines += ["", result["verdict"], ""]
     path.write_text("\n".join(lines))
 
@@ -129,6 +196,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="a subset of the configurations")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra overrides for every configuration")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
+    parser.add_argument("--out-name", default="throughput", help="file stem of the .json and .md written")
     args = parser.parse_args()
     from searchbox.llama import find_model, find_server
     from searchbox.threads import available_cores
@@ -159,9 +227,9 @@ def main() -> int:
                           "load_before": load_before, "load_after": [round(x, 1) for x in os.getloadavg()]},
               "configs": configs, "speedup_vs_serial": speedup, "verdict": verdict, "samples": samples}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "throughput.json").write_text(json.dumps(result, indent=2))
-    write_md(result, args.out / "throughput.md")
-    print((args.out / "throughput.md").read_text())
+    (args.out / f"{args.out_name}.json").write_text(json.dumps(result, indent=2))
+    write_md(result, args.out / f"{args.out_name}.md")
+    print((args.out / f"{args.out_name}.md").read_text())
     return 1 if slower else 0
 
 
