@@ -127,9 +127,9 @@ def test_a_job_from_the_form_to_its_finished_run_page(tmp_path, browser, shots):
         assert "stays paused (held) until you resume it" in pause.get_attribute("title")
         wait_for(lambda: int(chart.get_attribute("data-turns")) >= 1 and calls.count() >= 6, what="turn 1 done")
         pause.click()
+        e(page.locator("#flash")).to_contain_text("Pause: Pause after the current step")  # what it did, in words
         e(page.locator("#status .badge")).to_have_text("held", timeout=60_000)
         e(page.locator("#wait")).to_contain_text("it stays paused until you resume it")
-        e(page.locator("#flash")).to_contain_text("Pause: Pause after the current step")
         held_turns = int(chart.get_attribute("data-turns"))
         assert held_turns < 4
         page.screenshot(path=str(shots / "dashboard-held.png"), full_page=True)
@@ -247,9 +247,9 @@ def test_scheduling_says_why_jobs_wait_and_what_each_button_does(tmp_path, brows
             messages = []
             page.once("dialog", lambda d: (messages.append(d.message), d.accept()))
             row(third).locator("button[data-action=cancel]").click()
+            e(page.locator("#flash")).to_contain_text("Cancel: Stop it for good")
             e(row(third).locator(".badge")).to_have_text("cancelled")
             assert "cannot be resumed" in messages[0]
-            e(page.locator("#flash")).to_contain_text("Cancel: Stop it for good")
 
             # the run page of a job held before it started: its state, not "…" and empty charts
             page.goto(app.url + held["url"])

@@ -83,6 +83,16 @@ function actionMessage(job, action) {
   return `${action.label}: ${action.does}`;
 }
 
+// A line saying what an action did; it goes after a while (errors stay until the next action).
+let flashTimer = null;
+function flash(text, bad = false) {
+  const el = $("#flash");
+  el.textContent = text;
+  el.classList.toggle("error", bad);
+  clearTimeout(flashTimer);
+  if (!bad) flashTimer = setTimeout(() => { el.textContent = ""; }, 12000);
+}
+
 function progressText(p) {
   if (!p) return "building the dataroom index: starting";
   const running = p.started && !p.finished ? Math.max(0, Date.now() / 1000 - p.started) : p.seconds;  // a build waiting writes nothing

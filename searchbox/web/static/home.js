@@ -78,8 +78,7 @@ function jobRow(j) {
       what ? h("div", { class: "small", text: what }) : null,
       j.error ? h("div", { class: "error small", text: j.error }) : null),
     h("div", { class: "job-actions" }, actionButtons(j, (job, action, err) => {
-      $("#flash").textContent = err ? err.message : actionMessage(job, action);
-      $("#flash").classList.toggle("error", !!err);
+      flash(err ? err.message : actionMessage(job, action), !!err);
       refreshJobs();
     })));
 }

@@ -420,12 +420,12 @@ function renderStatus() {
   $("#actions").replaceChildren(...actionButtons(j || {}, (job, action, err) => {
     if (err) { $("#job-error").textContent = err.message; return; }
     $("#job-error").textContent = "";
-    $("#flash").textContent = actionMessage(job, action);
+    flash(actionMessage(job, action));
     S.job = job; scheduleRender();
     if (!S.live) connect();
   }, a => a.label === "Continue" || (a.action === "resume" && $("#resume-budget").value) ? { budget: $("#resume-budget").value } : {}));
   $("#budget-field").hidden = !(j && (j.actions || []).some(a => a.action === "resume"));
-  if (j && j.state === "done" && !$("#resume-budget").value) $("#resume-budget").placeholder = String((j.budget || 0) + 1);
+  if (j) $("#resume-budget").placeholder = String(j.state === "done" ? (j.budget || 0) + 1 : j.budget || "");
 }
 
 let timer = null;
