@@ -255,6 +255,7 @@ def test_hold_cancel_and_failure_while_preparing(tmp_path):
     assert s.prepared("cancelled", True, {}).state == "cancelled"  # a build that ends after the cancel changes nothing
     failed = s.prepared("broken", False, {"seconds": 1.0}, "building the index failed: searchbox: disk full")
     assert failed.state == "failed" and "disk full" in failed.error
+    assert s.resume("broken").state == "preparing"  # a retry builds the index again, outside the slots
     s.close()
     s2 = Scheduler(db)  # after a restart the build starts over: still preparing
     assert s2.get("restarted").state == "preparing"

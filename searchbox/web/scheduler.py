@@ -210,7 +210,9 @@ class Scheduler:
             if job.state not in ("held", "failed", "done"):
                 raise SchedulerError(f"job {job_id} is {job.state}: only held, failed or finished jobs can be resumed")
             tick = self._tick(db)
-            if job.launches == 0:
+            if job.launches == 0 and job.prepare is not None and "built" not in job.prepare:  # its index build failed: again
+                self._set(db, job_id, state="preparing", spec=json.dumps(spec), error=None)
+            elif job.launches == 0:
                 self._set(db, job_id, state="queued", queued_at=tick, spec=json.dumps(spec), error=None)
             else:
                 self._set(db, job_id, state="paused", pooled_at=tick, preempted=0, spec=json.dumps(spec), error=None)
