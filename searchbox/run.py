@@ -288,11 +288,19 @@ def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
 
 @cli
 def main(argv: Optional[list[str]] = None) -> int:
+    from .index.console import showing
     from .threads import preset_blas_env
 
     preset_blas_env()  # before numpy and torch load their pools
     sigterm_as_interrupt()
     args = _parser().parse_args(argv)
+    with showing():  # an index build, before the run or inside it, shows a progress bar
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from .index.ready import ensure as ensure_index
+
     if args.resume is not None:
         record = read_record(args.resume) if (args.resume / "run_meta.json").exists() else None
         cfg = RunConfig.from_dict(record.config) if record else RunConfig()
@@ -314,6 +322,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         dataroom = args.dataroom or packaged_corpus()
         dataroom_identity(dataroom)  # refuse an unreadable input before starting a server
         prepare_out(out, args.overwrite)
+        ensure_index(cfg, dataroom)  # before the model starts, on every core: the first search finds it built
         _apply_thread_plan(cfg, args.endpoint)
         with endpoint_for(cfg, args.endpoint) as url:
             meta = execute(cfg, args.question, dataroom, out, url)

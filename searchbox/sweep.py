@@ -399,6 +399,16 @@ def _dispatch(todo: list, workers: int, attempt: Callable[..., Outcome], on_done
         raise error
 
 
+def prepare_index(cfg: RunConfig, dataroom: Path) -> None:
+    """Build the index the job's runs search before its first run (not inside a run holding a model slot), in lines:
+    what is built, progress every few seconds, how long it took. Nothing is said when it is already built."""
+    from .index.console import showing
+    from .index.ready import ensure
+
+    with showing(Path(dataroom).name, prefix="[sweep]", tty=False):
+        ensure(cfg, dataroom)
+
+
 def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num: int = 0) -> dict:
     """Run every question under this grid point on the job's endpoint pool; return counts.
 
@@ -451,6 +461,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions, keys)})
         if not todo:
             return counts
+        prepare_index(cfg, dataroom)  # every core of the machine while the model idles, before the thread plan applies
         if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
             plan = dataclasses.replace(plan, runs=max(1, math.ceil(pool.total_slots / plan.jobs)))  # slots as the servers report them
         threads.apply(plan)

@@ -10,13 +10,9 @@ from typing import Optional
 
 from ..config import RetrievalConfig
 from ..errors import SearchboxError, cli
+from .console import Console
 
 DEFAULTS = RetrievalConfig()
-
-
-def _progress(stage: str, done: int, total: int) -> None:
-    if stage == "embed" and (done == total or done % 8192 == 0):
-        print(f"  embedded {done}/{total} chunks", file=sys.stderr, flush=True)
 
 
 def snippet(text: str, chars: int = 240) -> str:
@@ -39,7 +35,7 @@ def cmd_build(args) -> int:
                   "query_prefix": args.query_prefix, "passage_prefix": args.passage_prefix}
     encoder = encoder_for(config, device=args.device, cache=not args.no_cache)
     report = build(Path(args.source), Path(args.index), encoder, Chunking(args.chunk_chars, args.chunk_overlap), record(config, encoder.identity),
-                   ann=AnnParams() if args.backend == "ann" else None, force=args.force, progress=_progress)
+                   ann=AnnParams() if args.backend == "ann" else None, force=args.force, progress=Console(Path(args.source).name))
     print(json.dumps(report.as_dict() if args.json else {k: v for k, v in report.as_dict().items() if not k.endswith("_files")}))
     return 0
 
@@ -52,7 +48,7 @@ def cmd_refresh(args) -> int:
     state = read_state(Path(args.index))
     encoder = encoder_for(state["embedder"]["config"], device=args.device, cache=not args.no_cache)
     report = refresh(Path(args.index), encoder, source=Path(args.source) if args.source else None,
-                     compact=True if args.compact else (False if args.no_compact else None), progress=_progress)
+                     compact=True if args.compact else (False if args.no_compact else None), progress=Console(Path(args.index).name))
     print(json.dumps(report.as_dict()))
     return 0
 

@@ -54,6 +54,7 @@ def open_index(dataroom: Path, embedder_key: str, embedder_record: dict, chunkin
         report = build(dataroom, folder, encoder, chunking, embedder_record, expected_hash=digest, ann=ann_mod.AnnParams() if ann else None)
         info["built"] = report.status == "built"
         info["embedded_chunks"] = report.embedded_chunks
+        info["build_s"] = report.seconds  # the embedder's loading is the caller's setup, outside this
 
     try:
         idx = Index.open(folder)
