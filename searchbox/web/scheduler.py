@@ -168,7 +168,7 @@ class Scheduler:
             job = self.get(job_id)
             if job.state != "preparing":
                 return job
-            note = json.dumps(info or {})
+            note = json.dumps({**(info or {}), **({} if ok else {"failed": True})})
             if not ok:
                 self._set(db, job_id, state="failed", pause_request=None, prepare=note, error=error or "preparing failed")
             elif job.pause_request == "hold":
@@ -210,7 +210,7 @@ class Scheduler:
             if job.state not in ("held", "failed", "done"):
                 raise SchedulerError(f"job {job_id} is {job.state}: only held, failed or finished jobs can be resumed")
             tick = self._tick(db)
-            if job.launches == 0 and job.prepare is not None and "built" not in job.prepare:  # its index build failed: again
+            if job.launches == 0 and (job.prepare or {}).get("failed"):  # its index build failed: build it again
                 self._set(db, job_id, state="preparing", spec=json.dumps(spec), error=None)
             elif job.launches == 0:
                 self._set(db, job_id, state="queued", queued_at=tick, spec=json.dumps(spec), error=None)
