@@ -169,7 +169,7 @@ class JobRunner:
     def _start_prepare(self, job: Job) -> None:
         spec = job.spec
         self.progress_path(job.id).unlink(missing_ok=True)
-        cmd = [self.python, "-m", "searchbox.web.prepare", "--progress", str(self.progress_path(job.id)), "--scratch", str(self.root / "tmp")]
+        cmd = [self.python, "-m", "searchbox.web.prepare", "--progress", str(self.progress_path(job.id))]
         if spec.get("tools"):
             cmd += ["--tools", spec["tools"]]
         if spec.get("dataroom"):

@@ -3,29 +3,26 @@
 A job whose tools search the dataroom (the catalog's high tier) needs the persistent index of that dataroom.
 Built inside the run, the first search would hold a model slot for minutes while it embeds; so the web app
 asks `index_needed(spec)` at submission (cheap: content hash, embedder identity, a look at the folder), and a
-job that needs one is `preparing` while `python -m searchbox.web.prepare` builds it exactly as the run would
-open it (the same extraction, key and builder), writing `{stage, done, total}` to a progress file through the
-index builder's progress hook (searchbox.index.progress). The run then finds the index built.
+job that needs one is `preparing` while `python -m searchbox.web.prepare` builds it with searchbox.index.ready
+(exactly as the run would open it), writing `{stage, done, total}` to a progress file through the index
+builder's progress hook (searchbox.index.progress). The run then finds the index built.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
 from ..config import RunConfig
-from ..errors import SearchboxError, cli
+from ..errors import cli
+from ..index import ready
 from ..paths import atomic_write
-from ..tools.catalog import CATALOG
 
-INDEXED = tuple(s.name for s in CATALOG if s.tier == "high")  # the tools that search the dataroom's index
-WRITE_EVERY_S = 0.5  # progress written at most this often (the last report always)
+WRITE_EVERY_S = 0.5  # progress written at most this often (the first and last embedding reports always)
 
 
 def run_dataroom(spec: dict) -> Path:
@@ -42,36 +39,16 @@ def run_config(spec: dict) -> RunConfig:
 
 def index_folder(spec: dict) -> Optional[Path]:
     """The index folder the job's run will open, or None when its tools search no index (or the index is not persistent)."""
-    from ..identity import dataroom_identity
-    from ..index.registry import index_key, index_root
-    from ..index.source import Chunking
-    from ..retrieval.embedder import embedder_identity, identity_key
-
-    if not set(spec.get("tool_names") or ()) & set(INDEXED):
-        return None
     cfg = run_config(spec)
-    if not cfg.index.persistent:
-        return None
-    digest = dataroom_identity(run_dataroom(spec))
-    key = identity_key(embedder_identity(cfg.retrieval))
-    return index_root(cfg.index.root) / index_key(digest, key, Chunking(cfg.retrieval.chunk_chars, cfg.retrieval.chunk_overlap))
+    return ready.index_folder(cfg, run_dataroom(spec)) if ready.searches_index(cfg) else None
 
 
 def index_needed(spec: dict) -> Optional[Path]:
     """The folder of an index the job needs and that is not built (or not usable) yet; None when nothing is to build."""
-    from ..index.store import Index
-
-    folder = index_folder(spec)
-    if folder is None:
+    cfg = run_config(spec)
+    if not ready.searches_index(cfg) or ready.found(cfg, run_dataroom(spec)) is not None:
         return None
-    try:
-        idx = Index.open(folder)
-    except (SearchboxError, OSError, ValueError):
-        return folder
-    try:
-        return folder if run_config(spec).index.backend == "ann" and not idx.has_ann and idx.live_rows else None
-    finally:
-        idx.close()
+    return ready.index_folder(cfg, run_dataroom(spec))
 
 
 def read_progress(path: Path) -> Optional[dict]:
@@ -100,27 +77,15 @@ class ProgressFile:
         atomic_write(self.path, json.dumps({**data, "seconds": round(time.monotonic() - self.start, 2), "started": round(self.started, 3)}))
 
 
-def prepare(dataroom: Path, tools: Optional[str], progress: Path, scratch: Path) -> dict:
+def prepare(dataroom: Path, tools: Optional[str], progress: Path) -> dict:
     """Open (building when missing) the index the run of these tools over this dataroom will open; returns what happened."""
-    from ..dataroom import make_writable, open_workspace
     from ..index.progress import reporting
-    from ..retrieval import Retrieval
 
-    cfg = run_config({"tools": tools})
     hook = ProgressFile(progress)
     hook.write({"stage": "start", "done": 0, "total": 0})
-    scratch.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="prepare-", dir=scratch))
-    try:
-        ws = open_workspace(tmp, dataroom, cfg.limits)  # the run's own extraction: the same content hash, the same key
-        retrieval = Retrieval(cfg.retrieval, ws.dataroom, index=cfg.index, content_hash=ws.sha256)
-        with reporting(hook):
-            retrieval.corpus  # opens the index, building it when missing (under the folder's writer lock)
-        info = retrieval.index_info
-        result = {"finished": True, "built": bool(info.get("built")), "chunks": info.get("rows"), "folder": info.get("folder")}
-    finally:
-        make_writable(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with reporting(hook):
+        got = ready.ensure(run_config({"tools": tools}), dataroom)
+    result = {"finished": True, "built": bool(got and got.built), "chunks": got.chunks if got else 0, "folder": got.folder if got else None}
     hook.write(result)
     return {**result, "seconds": round(time.monotonic() - hook.start, 2)}
 
@@ -131,14 +96,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--dataroom", type=Path, default=None, help="zip or folder (default: the packaged corpus, as the run)")
     parser.add_argument("--tools", default=None)
     parser.add_argument("--progress", type=Path, required=True, help="JSON file the progress goes to")
-    parser.add_argument("--scratch", type=Path, required=True, help="where the dataroom is extracted meanwhile")
     args = parser.parse_args(argv)
     from ..run import sigterm_as_interrupt
     from ..threads import preset_blas_env
 
     preset_blas_env()
     sigterm_as_interrupt()
-    out = prepare(run_dataroom({"dataroom": args.dataroom}), args.tools, args.progress, args.scratch)
+    out = prepare(run_dataroom({"dataroom": args.dataroom}), args.tools, args.progress)
     print(json.dumps(out), flush=True)
     return 0
 
