@@ -104,19 +104,20 @@ def test_pools_leave_the_busy_cores_and_overlapping_runs_get_disjoint_shares(emb
 
 def test_own_work_is_counted_by_process_tree_and_taken_off_the_load():
     spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 6\nwhile time.time() < end: pass"])
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(6)"])
+    sleeper = subprocess.Popen(["sleep", "6"])
     hz = os.sysconf("SC_CLK_TCK")
     try:
-        time.sleep(0.2)
+        time.sleep(0.3)
         mine, its = threads._own_ticks(os.getpid()), threads._own_ticks(sleeper.pid)
-        time.sleep(1.0)
+        time.sleep(1.5)
         mine, its = threads._own_ticks(os.getpid()) - mine, threads._own_ticks(sleeper.pid) - its
         load = threads.measure_load(0.5)
     finally:
         for proc in (spin, sleeper):
             proc.kill()
             proc.wait()
-    assert mine >= 0.2 * hz and its <= 0.05 * hz, (mine, its, hz)  # the spinning child is ours; the sleeper's tree is idle
+    # The spinning child is ours (a few ticks at least, even on a machine at load 13); the sleeper's tree is idle.
+    assert mine >= 0.05 * hz and its <= 1, (mine, its, hz)
     assert 0.0 <= load <= (os.cpu_count() or 1)
 
 
