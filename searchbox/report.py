@@ -6,7 +6,10 @@ paired_comparisons.csv, and in summary.md up to MD_PAIRS rows (summary.md says w
 grade (`--grader auto`, the default) is the judge when the runs were graded with one, else `correct`
 (the answer line asserts the gold and nothing contradicting it); `contains` is shown beside it as the
 lenient measure. The paper-style figures (analysis/paper.py) are drawn when the design has the axes
-they need; summary.md names the ones left out and why.
+they need, and so are the others (analysis/figures.py `applies`): no accuracy-vs-budget figure without a budget
+axis, no grep-vs-dense figure where the tool selection decides the search style. A condition in which no run could
+act (a control whose tool is not offered: it answers nothing by construction, analysis.frames.acting) is "n/a" in
+the tables and left out of the figures and the comparisons. summary.md names every figure left out and why.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import pandas as pd
 
 from .analysis import (FIGURES, LENIENT, Frames, accuracy_table, comparisons, headline_grader, load, save, search_style_table, time_split,
                        tool_usage)
+from .analysis.figures import applies as figure_applies
+from .analysis.frames import acting, inert_why
 from .analysis.paper import PAPER_FIGURES, applies
 from .errors import SearchboxError, cli
 
@@ -49,17 +54,36 @@ def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     return "\n".join(lines)
 
 
-def _per_condition(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
-    """Runs, questions, answers, malformed replies and stop reasons of each condition."""
+def _per_condition(runs: pd.DataFrame, conds: list[str], inert: pd.DataFrame) -> pd.DataFrame:
+    """Runs, questions, answers, malformed replies and stop reasons of each condition; why a condition could not act."""
     rows = []
     for key, g in (runs.groupby(conds, dropna=False, sort=True) if conds else [((), runs)]):
         key = key if isinstance(key, tuple) else (key,)
         stops = g["stop_reason"].value_counts() if "stop_reason" in g else pd.Series(dtype=int)
-        rows.append({**dict(zip(conds, key)), "runs": len(g), "questions": g["question_id"].nunique() if "question_id" in g else None,
-                     "answered": int(g["answer_present"].fillna(False).astype(bool).sum()) if "answer_present" in g else None,
-                     "malformed_replies": int(g["malformed_replies"].fillna(0).sum()) if "malformed_replies" in g else None,
-                     "stop_reasons": ", ".join(f"{k} {v}" for k, v in stops.items())})
+        row = {**dict(zip(conds, key)), "runs": len(g), "questions": g["question_id"].nunique() if "question_id" in g else None,
+               "answered": int(g["answer_present"].fillna(False).astype(bool).sum()) if "answer_present" in g else None,
+               "malformed_replies": int(g["malformed_replies"].fillna(0).sum()) if "malformed_replies" in g else None,
+               "stop_reasons": ", ".join(f"{k} {v}" for k, v in stops.items())}
+        if len(inert):
+            why = inert_why(inert, dict(zip(conds, key)))
+            row["note"] = f"n/a: {why}" if why else ""
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+NA_NOTE = ("n/a: no run of the condition could act (a control whose tool the selection does not offer answers nothing by "
+           "construction); it is left out of the figures and the comparisons.")
+
+
+def _with_na(table: pd.DataFrame, inert: pd.DataFrame) -> pd.DataFrame:
+    """An accuracy table with 'n/a' for the conditions in which no run could act (not a 0 that reads as a finding)."""
+    if table.empty or inert is None or inert.empty:
+        return table
+    table = table.astype({c: object for c in ("mean", "ci_low", "ci_high") if c in table.columns})
+    for i, row in table.iterrows():
+        if inert_why(inert, row.to_dict()):
+            table.loc[i, ["mean", "ci_low", "ci_high"]] = "n/a"
+    return table
 
 
 def resolve_grader(runs: pd.DataFrame, grader: str | None) -> str:
@@ -81,11 +105,14 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
             pairs_csv: str | None = None) -> str:
     """The markdown summary; `skipped`: paper figures not drawn, with why (not in this design); `pairs`: the paired
     comparisons (computed when None), all of which are in `pairs_csv` when it is given."""
-    runs, conds = frames.runs, frames.conditions
+    every = frames
+    frames = acting(frames)  # the runs that could act: the figures, comparisons and means over runs
+    inert = frames.inert
+    runs, conds = every.runs, every.conditions
     grader = resolve_grader(runs, grader)
     parts = [f"# searchbox report: {label}", ""]
     if runs.empty:
-        return "\n".join(parts + ["No finished runs found."]) + "\n"
+        return "\n".join(parts + ["No finished runs found.", "", "Not drawn (not in this design): no finished runs."]) + "\n"
     models = sorted(map(str, runs["model"].dropna().unique())) if "model" in runs else []
     served = sorted(map(str, runs["served_model_id"].dropna().unique())) if "served_model_id" in runs else []
     versions = sorted(map(str, runs["grader_version"].dropna().unique())) if "grader_version" in runs else []
@@ -97,18 +124,20 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     if conds and "question_id" in runs and runs.groupby(conds, dropna=False)["question_id"].apply(lambda q: frozenset(q.astype(str))).nunique() > 1:
         parts += ["Question sets differ between conditions (see `questions` per row): compare means only over the same questions; "
                   "the paired comparisons below use the questions both arms share.", ""]
-    parts += ["## Runs per condition", "", _md(_per_condition(runs, conds)), ""]
-    parts += [f"## Accuracy ({grader}) per condition", "", _md(accuracy_table(runs, grader, design=frames.design)), ""]
+    na = [NA_NOTE, ""] if len(inert) else []
+    parts += ["## Runs per condition", "", _md(_per_condition(runs, conds, inert)), ""]
+    parts += [f"## Accuracy ({grader}) per condition", "", _md(_with_na(accuracy_table(runs, grader, design=every.design), inert)), "", *na]
     for other in ("correct", LENIENT, "exact_match", "f1", "judge"):
         if other != grader and other in runs and runs[other].notna().any():
             title = f"{other} (lenient)" if other == LENIENT else other
             parts += [f"### {title}", "", f"{MEANING[other][0].upper()}{MEANING[other][1:]}.", "",
-                      _md(accuracy_table(runs, other, design=frames.design)), ""]
+                      _md(_with_na(accuracy_table(runs, other, design=every.design), inert)), ""]
     if "evidence_recall" in runs and runs["evidence_recall"].notna().any():
         parts += ["## Evidence recall per condition", "",
                   "Share of each question's gold files whose content reached the agent in a tool output.", "",
-                  _md(accuracy_table(runs, "evidence_recall", design=frames.design)), ""]
-    pairs = comparisons(runs, grader, frames.design) if pairs is None else pairs
+                  _md(_with_na(accuracy_table(runs, "evidence_recall", design=every.design), inert)), ""]
+    runs, conds = frames.runs, frames.conditions  # from here on: the runs that could act
+    pairs = comparisons(runs, grader, frames.design, conds=conds) if pairs is None else pairs
     shown = pairs[pairs["grader"] == grader] if "grader" in pairs else pairs
     where = (f"All {len(shown)} are below" if len(shown) <= MD_PAIRS else f"The first {MD_PAIRS} of {len(shown)} are below")
     also = f" (and the same for `{LENIENT}`)" if grader != LENIENT and "grader" in pairs and (pairs["grader"] == LENIENT).any() else ""
@@ -126,33 +155,36 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     parts += ["## Wall time per run (mean seconds)", "", _md(time_split(runs, conds), "{:.2f}"), ""]
     parts += ["## Grep vs dense per question type", "", _md(search_style_table(frames, grader)), ""]
     if skipped is None:
-        skipped = {name: why for name in PAPER_FIGURES if (why := applies(frames, name))}
-    drawn = [*FIGURES, *(name for name in PAPER_FIGURES if name not in skipped)]
+        skipped = not_drawn(frames)
+    drawn = [name for name in (*FIGURES, *PAPER_FIGURES) if name not in skipped]
     parts += ["## Figures", ""] + [f"![{name}]({name}.png)" for name in drawn]
     if skipped:
         parts += ["", "Not drawn (not in this design): " + "; ".join(f"`{name}` ({why})" for name, why in skipped.items()) + "."]
     return "\n".join(parts) + "\n"
 
 
+def not_drawn(frames: Frames) -> dict[str, str]:
+    """The figures this design does not fit, each with why (judged on the runs that could act)."""
+    frames = acting(frames)
+    generic = {name: why for name in FIGURES if (why := figure_applies(frames, name))}
+    return {**generic, **{name: why for name in PAPER_FIGURES if (why := applies(frames, name))}}
+
+
 def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None = None) -> list[Path]:
-    frames = load(dirs)
-    grader = resolve_grader(frames.runs, grader)
+    every = load(dirs)
+    frames = acting(every)  # a condition in which no run could act is no result: in the tables as n/a, nowhere else
+    grader = resolve_grader(every.runs, grader)
     out.mkdir(parents=True, exist_ok=True)
-    pairs = comparisons(frames.runs, grader, frames.design)
+    pairs = comparisons(frames.runs, grader, frames.design, conds=frames.conditions)
     if grader != LENIENT and LENIENT in frames.runs:
-        pairs = pd.concat([pairs, comparisons(frames.runs, LENIENT, frames.design)], ignore_index=True)
+        pairs = pd.concat([pairs, comparisons(frames.runs, LENIENT, frames.design, conds=frames.conditions)], ignore_index=True)
     pairs.to_csv(out / PAIRS_CSV, index=False)
     written = [out / PAIRS_CSV]
-    for name, make in FIGURES.items():
-        written += save(make(frames, grader), out, name)
-    skipped = {}
-    for name, make in PAPER_FIGURES.items():  # the paper-style figures, where the design has the axes they need
-        why = applies(frames, name)
-        if why is None:
+    skipped = not_drawn(frames)
+    for name, make in {**FIGURES, **PAPER_FIGURES}.items():  # the figures whose axes the design has
+        if name not in skipped:
             written += save(make(frames, grader), out, name)
-        else:
-            skipped[name] = why
-    (out / "summary.md").write_text(summary(frames, grader, label or out.name, skipped, pairs, PAIRS_CSV), encoding="utf-8")
+    (out / "summary.md").write_text(summary(every, grader, label or out.name, skipped, pairs, PAIRS_CSV), encoding="utf-8")
     written.append(out / "summary.md")
     return written
 

@@ -115,11 +115,13 @@ def test_noise_curves_lines_per_condition_seeds_as_replicates(tmp_path):
     assert set(frames.conditions) == {"model", "noise", "tools"}  # the dataroom hash follows noise and seed: no condition
     fig = PAPER_FIGURES["paper_noise"](frames, "contains")
     assert len(fig.axes) == 4  # accuracy and evidence recall x one panel per model, never pooled
-    smollm = next(ax for ax in fig.axes if ax.get_title() == "accuracy (contains)\nmodel=smollm")
+    # the two distractor seeds are replicates of a question: 6 runs over 3 questions at every point, said once in the title
+    smollm = next(ax for ax in fig.axes if ax.get_title() == "accuracy (contains)\nmodel=smollm, n=6/3q at every point")
     lines = {ln.get_label(): [round(y, 3) for y in ln.get_ydata()] for ln in smollm.get_lines()}
     assert lines == {"tools=grep_only": [1.0, 0.333, 0.0], "tools=vector_only": [1.0, 1.0, 1.0]}
-    assert [t.get_text() for t in smollm.texts].count("6/3q") == 6  # the two distractor seeds are replicates of a question
-    assert "seeds are replicates" in fig._suptitle.get_text()
+    assert not smollm.texts  # n is in the title, not at each point
+    assert fig.legends[0].get_title().get_text() == "lines: tools"
+    assert "seeds are replicates" in " ".join(fig._suptitle.get_text().split())  # wrapped to the figure's width
 
 
 def test_budget_by_type_panels_per_question_type(tiers):
@@ -146,7 +148,7 @@ def test_designs_without_the_axes_are_said_so(tmp_path):
     out = tmp_path / "out"
     assert report.main([str(root), "--out", str(out)]) == 0
     assert not list(out.glob("paper_*"))
-    assert "Not drawn (not in this design): `paper_grep_vs_vector`" in (out / "summary.md").read_text()
+    assert "`paper_grep_vs_vector` (needs the isolated tiers" in (out / "summary.md").read_text().split("Not drawn (not in this design): ")[1]
 
 
 def test_report_draws_the_paper_figures_the_design_fits(tiers, tmp_path):
@@ -173,3 +175,69 @@ def test_conditions_leave_out_columns_that_add_no_split():
                          "model.protocol": ["auto", "auto", "native", "native", "native", "native"],
                          "tools": ["grep_only", "vector_only"] * 3})
     assert conditions(runs) == ["tools", "model"]
+
+
+TOOLS_OF = {"grep_only": ["grep", "read", "ls", "write", "edit"], "vector_only": ["search_dataroom", "read", "ls", "write", "edit"]}
+
+
+def control_sweep(root: Path) -> Path:
+    """control-dense and control-keyword under both isolated tiers: each answers only where its tool is offered (as the
+    real controls do: without it they write nothing), right on every question there."""
+    for policy in ("dense", "keyword"):
+        for tools in ("grep_only", "vector_only"):
+            for delivery in ("inline", "file"):
+                acts = (policy == "dense") == (tools == "vector_only")
+                for qid in QUESTIONS:
+                    rd = make_run(root, f"{policy}-{tools}-{delivery}-{qid}", question_id=qid, dataroom=None, model=f"control-{policy}",
+                                  served_id=f"control-{policy}", grades=grades(acts, 1.0 if acts else 0.0), answer="x" if acts else None,
+                                  config={"tools": tools, "harness.delivery": delivery, "model.policy": policy},
+                                  axes={"model": f"control-{policy}", "tools": tools, "delivery": delivery})
+                    meta = read_meta(rd)
+                    meta["tools"], meta["served"]["policy"] = TOOLS_OF[tools], policy
+                    write_meta(rd, meta)
+    return root
+
+
+def test_a_control_that_cannot_act_is_na_in_tables_and_no_bar_in_figures(tmp_path):
+    """control-dense under grep_only has nothing to call and scores 0 by construction: read from its record (its policy's
+    tools against the tools it had), it is 'n/a' in summary.md, an 'n/a' mark instead of a bar, and in no comparison."""
+    from searchbox.analysis.frames import acting, cannot_act
+
+    frames = load([control_sweep(tmp_path / "controls")])
+    why = cannot_act(frames.runs)
+    model, tools = frames.runs["model"], frames.runs["tools"]
+    assert why.ne("").equals((model.eq("control-dense") & tools.eq("grep_only")) | (model.eq("control-keyword") & tools.eq("vector_only")))
+    assert why[model.eq("control-dense") & tools.eq("grep_only")].str.startswith("control-dense needs search_dataroom").all()
+    left = acting(frames)
+    assert len(left.runs) == len(frames.runs) // 2 and len(left.inert) == 4 and acting(left).runs.equals(left.runs)
+    fig = PAPER_FIGURES["paper_grep_vs_vector"](frames, "contains")
+    accuracy = fig.axes[0]
+    assert len(bars(accuracy)) == 4 and {round(b.get_height(), 3) for b in bars(accuracy)} == {1.0}  # only the controls that acted
+    assert texts(accuracy).count("n/a") == 4 and "cannot act" in fig._suptitle.get_text()
+    out = tmp_path / "out"
+    assert report.main([str(tmp_path / "controls"), "--out", str(out)]) == 0
+    summary = (out / "summary.md").read_text()
+    table = summary.split("## Accuracy (contains) per condition")[1].split("\n#")[0]
+    assert table.count("| n/a | n/a | n/a |") == 4 and "| grep_only | control-keyword | file | 3 | 3 | 1.000 |" in table
+    assert "n/a: no run of the condition could act" in table
+    runs_table = summary.split("## Runs per condition")[1].split("\n## ")[0]
+    assert runs_table.count("n/a: control-dense needs search_dataroom") == 2 and runs_table.count("n/a: control-keyword needs grep") == 2
+    import pandas as pd
+
+    pairs = pd.read_csv(out / "paired_comparisons.csv")
+    assert not pairs.empty and (pairs["vary"] == "delivery").any()
+    assert not ((pairs["vary"] == "tools") & pairs["context"].str.contains("control-")).any()  # each control acted in one tier only
+
+
+def test_curve_panels_say_n_once_and_titles_fit_their_figure(tmp_path):
+    frames = load([noise_sweep(tmp_path / "noise")])
+    fig = PAPER_FIGURES["paper_noise"](frames, "contains")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    width = fig.bbox.width
+    title = fig._suptitle.get_window_extent(renderer)
+    assert title.x0 >= 0 and title.x1 <= width  # wrapped, never clipped at the sides
+    assert all(ax.get_title().endswith("n=6/3q at every point") and not ax.texts for ax in fig.axes)

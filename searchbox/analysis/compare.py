@@ -78,9 +78,10 @@ def _per_question(runs: pd.DataFrame, grader: str) -> pd.Series:
 
 
 def paired_comparison(runs: pd.DataFrame, grader: str, a: dict, b: dict, design: Optional[Iterable[str]] = None,
-                      n_boot: int = N_BOOT, seed: int = 0) -> dict:
-    """Arm a minus arm b on the questions both have a grade for (see the module docstring)."""
-    conds = conditions(runs, design)
+                      n_boot: int = N_BOOT, seed: int = 0, conds: Optional[list[str]] = None) -> dict:
+    """Arm a minus arm b on the questions both have a grade for (see the module docstring). `conds`: the conditions
+    when they are known beyond these runs (Frames.conditions after runs that could not act were left out)."""
+    conds = conds if conds is not None else conditions(runs, design)
     arms = []
     for name, arm in (("a", a), ("b", b)):
         rows = runs[_select(runs, arm, name)]
@@ -106,13 +107,14 @@ def _levels(series: pd.Series) -> list:
         return sorted(values, key=str)
 
 
-def comparisons(runs: pd.DataFrame, grader: str = "correct", design: Optional[Iterable[str]] = None, n_boot: int = N_BOOT) -> pd.DataFrame:
+def comparisons(runs: pd.DataFrame, grader: str = "correct", design: Optional[Iterable[str]] = None, n_boot: int = N_BOOT,
+                conds: Optional[list[str]] = None) -> pd.DataFrame:
     """For each condition column, each level against a reference (tools=none, else the lowest), every other
     condition held fixed: one paired comparison per row, every one of them (a pair whose arms share no graded
     question is a row with n_questions 0, not left out). A level absent from a context is no comparison."""
     if runs.empty or grader not in runs.columns or "question_id" not in runs.columns:
         return pd.DataFrame(columns=COLUMNS)
-    conds = conditions(runs, design)
+    conds = conds if conds is not None else conditions(runs, design)
     rows = []
     for col in conds:
         levels = _levels(runs[col])
@@ -125,6 +127,6 @@ def comparisons(runs: pd.DataFrame, grader: str = "correct", design: Optional[It
             for level in levels:
                 if level == ref or value_key(level) not in present:
                     continue
-                res = paired_comparison(runs, grader, {**context, col: level}, {**context, col: ref}, design, n_boot=n_boot)
+                res = paired_comparison(runs, grader, {**context, col: level}, {**context, col: ref}, design, n_boot=n_boot, conds=conds)
                 rows.append({**res, "vary": col, "context": label(context), "a": f"{col}={level}", "b": f"{col}={ref}"})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -37,9 +37,13 @@ class Frames:
     turns: pd.DataFrame
     calls: pd.DataFrame
     design: list[str] = field(default_factory=list)  # design column names ([]: guess from the column names)
+    inert: pd.DataFrame = field(default_factory=pd.DataFrame)  # set by acting(): conditions left out, their values and `why`
+    pinned: list[str] = field(default_factory=list)  # set by acting(): the conditions of all the runs, kept after some left
 
     @property
     def conditions(self) -> list[str]:
+        if self.pinned:  # leaving runs out must not merge the conditions that remain (a model that now follows its tier)
+            return [c for c in self.pinned if c in self.runs.columns]
         return conditions(self.runs, self.design)
 
     @property
@@ -81,6 +85,70 @@ def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> li
 def _follows(runs: pd.DataFrame, col: str, by: list[str]) -> bool:
     """col takes one value within each combination of the `by` columns."""
     return bool((_key(runs[col]).groupby([_key(runs[b]) for b in by]).nunique() == 1).all())
+
+
+# ---- runs that cannot act ------------------------------------------------------------------------
+def cannot_act(runs: pd.DataFrame) -> pd.Series:
+    """Per run, why it could not act at all ('' when it could), read from its record: a control policy whose tools are
+    not all among the run's enabled tools (searchbox.controls.NEEDS), which answered nothing. Such a run scores 0 by
+    construction; it is no result about the control or the tier (control-dense under grep_only has nothing to call)."""
+    from ..controls import NEEDS
+
+    why = pd.Series("", index=runs.index, dtype=object)
+    if runs.empty or "tools_enabled" not in runs.columns:
+        return why
+    policy = runs["served_policy"] if "served_policy" in runs.columns else runs.get("model.policy", pd.Series(None, index=runs.index))
+    answered = runs["answer_present"].fillna(False).astype(bool) if "answer_present" in runs.columns else pd.Series(False, index=runs.index)
+    for i, (pol, enabled, ans) in enumerate(zip(policy, runs["tools_enabled"], answered)):
+        if isinstance(pol, str) and pol in NEEDS and isinstance(enabled, str) and not ans:
+            missing = [t for t in NEEDS[pol] if t not in enabled.split(",")]
+            if missing:
+                why.iloc[i] = f"control-{pol} needs {', '.join(missing)}, which this tool selection does not offer"
+    return why
+
+
+def acting(frames: Frames) -> Frames:
+    """The frames without runs that could not act (cannot_act), each condition either wholly kept or wholly left out;
+    `inert` of the result holds the conditions left out (condition values and `why`). Idempotent."""
+    runs = frames.runs
+    why = cannot_act(runs)
+    if not why.ne("").any():
+        return frames
+    conds = frames.conditions
+    left: list[dict] = []
+    keep = pd.Series(True, index=runs.index)
+    for key, group in cells(runs, conds):
+        reasons = why.loc[group.index]
+        if reasons.ne("").all():  # every run of the condition could not act: the condition is no result
+            keep.loc[group.index] = False
+            left.append({**key, "why": reasons.iloc[0]})
+    ids = set(runs.loc[keep, "run_id"]) if "run_id" in runs.columns else None
+    sub = (lambda df: df[df["run_id"].isin(ids)].reset_index(drop=True) if ids is not None and "run_id" in df.columns else df)
+    inert = pd.concat([frames.inert, pd.DataFrame(left)], ignore_index=True) if len(frames.inert) else pd.DataFrame(left)
+    return Frames(runs[keep].reset_index(drop=True), sub(frames.turns), sub(frames.calls), frames.design, inert, conds)
+
+
+def inert_why(inert: pd.DataFrame, key: dict) -> str:
+    """Why the condition these values name was left out (acting), or '' when it was not; values compare as text."""
+    if inert is None or inert.empty:
+        return ""
+    cols = [c for c in inert.columns if c != "why"]
+    if not set(cols) <= set(key):  # a coarser key (a group of conditions) is never wholly left out
+        return ""
+    match = pd.Series(True, index=inert.index)
+    for col in cols:
+        match &= inert[col].astype(str) == str(key[col])
+    hits = inert.loc[match, "why"]
+    return str(hits.iloc[0]) if len(hits) else ""
+
+
+def same_n(table: pd.DataFrame) -> str:
+    """'n=6/6q' when every graded row of an accuracy table has the same runs and questions (a figure says it once), else ''."""
+    ns = {(int(n), int(q)) for n, q in zip(table["n"], table["n_questions"]) if n > 0}
+    if len(ns) != 1:
+        return ""
+    n, q = ns.pop()
+    return f"n={n}/{q}q"
 
 
 def label(values: dict, sep: str = ", ") -> str:
@@ -283,4 +351,4 @@ def search_style_table(frames: Frames, grader: Optional[str] = None) -> pd.DataF
     df["style"] = np.select([lexical & dense, lexical, dense], ["grep+dense", "grep", "dense"], "neither")
     qt = df["question_type"] if "question_type" in df.columns else pd.Series("", index=df.index)
     df["question_type"] = qt.fillna("").replace("", "unknown")
-    return accuracy_table(df, grader, ("question_type", "style"), frames.design)
+    return accuracy_table(df, grader, ("question_type", "style", *frames.conditions), frames.design)

@@ -4,7 +4,9 @@ They follow the same condition logic as analysis.figures: every design column th
 (frames.conditions) is a condition and is never pooled. The axes a figure is about go on its x axis
 or into its bars; every other condition becomes a group of bars or a line of its own. Means weigh
 each question equally and 95% CIs resample questions (frames.accuracy_table); n (graded runs /
-questions) is written at every bar and point. `applies(frames, name)` says why a design lacks what
+questions) is written at every bar, and at every point of a curve panel unless the panel's title says
+it once (the same n at every point). A condition in which no run could act (frames.acting: a control
+whose tool the tier does not offer) is no bar and no line; a bar left out so reads "n/a" in its place. `applies(frames, name)` says why a design lacks what
 a figure needs (None when it fits): the report draws only the figures that fit, and a figure asked
 for on a design it does not fit says "not in this design" instead of drawing something misleading.
 Each entry of PAPER_FIGURES is `fn(frames, grader) -> Figure`, like analysis.figures.FIGURES (grader None: the
@@ -13,6 +15,7 @@ headline grader).
 
 from __future__ import annotations
 
+import textwrap
 from typing import Callable, Optional
 
 import numpy as np
@@ -20,7 +23,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .harness_figure import harness_effect, needs as harness_needs
-from .frames import Frames, accuracy_table, cells, label
+from .frames import Frames, accuracy_table, acting, cells, inert_why, label, same_n
 
 TIERS = ("grep_only", "vector_only")  # the isolated retrieval tiers (tools/catalog.py)
 TIER_COLORS = {"grep_only": "#2a7ab0", "vector_only": "#d9822b", "none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e"}
@@ -74,7 +77,7 @@ def _not_in_design(fig: Figure, why: str) -> Figure:
 
 def _table(frames: Frames, runs: pd.DataFrame, value: str, by: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """accuracy_table over `by` plus every condition, and the condition columns left over (groups or lines)."""
-    table = accuracy_table(runs, value, by, frames.design)
+    table = accuracy_table(runs, value, [*by, *(c for c in frames.conditions if c not in by)], frames.design)
     keys = [c for c in table.columns if c not in TABLE_END]
     return table, [k for k in keys if k not in by]
 
@@ -105,16 +108,21 @@ def _combos(runs: pd.DataFrame) -> list[tuple[str, str]]:
             if ((runs["tools"].astype(str) == t) & (runs["delivery"].astype(str) == d)).any()]
 
 
-def _bars(ax, table: pd.DataFrame, groups: list[str], combos: list[tuple[str, str]], ylabel: str, unit_range: bool) -> None:
-    """Grouped bars: one group per combination of the other conditions, one bar per (tier, delivery); 95% CI; n written."""
+def _bars(ax, table: pd.DataFrame, groups: list[str], combos: list[tuple[str, str]], ylabel: str, unit_range: bool,
+          inert: Optional[pd.DataFrame] = None) -> None:
+    """Grouped bars: one group per combination of the other conditions, one bar per (tier, delivery); 95% CI; n written;
+    "n/a" where the condition could not act (frames.acting)."""
     groups_keys = cells(table, groups)
     width = 0.8 / max(1, len(combos))
     top = 0.0
     for j, (tier, delivery) in enumerate(combos):
         xs, means, lo, hi, ns = [], [], [], [], []
-        for i, (_, g) in enumerate(groups_keys):
+        for i, (gkey, g) in enumerate(groups_keys):
             row = g[(g["tools"].astype(str) == tier) & (g["delivery"].astype(str) == delivery)]
             if row.empty:
+                if inert_why(inert, {**gkey, "tools": tier, "delivery": delivery}):
+                    ax.text(i + (j - (len(combos) - 1) / 2) * width, 0.0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90,
+                            color="#888888")
                 continue
             r = row.iloc[0]
             xs.append(i + (j - (len(combos) - 1) / 2) * width)
@@ -129,11 +137,20 @@ def _bars(ax, table: pd.DataFrame, groups: list[str], combos: list[tuple[str, st
         for x, text in zip(xs, ns):
             ax.text(x, 0.0, text, ha="center", va="bottom", fontsize=5, rotation=90, color="#222222")
     ax.set_xticks(np.arange(len(groups_keys)), [_group_name(k) for k, _ in groups_keys], rotation=15, ha="right", fontsize=7)
+    if groups:
+        ax.set_xlabel(" x ".join(groups), fontsize=8)
     ax.set_ylim(0, 1.05 if unit_range else max(1.0, top * 1.12))
     ax.set_ylabel(ylabel)
 
 
+def _wrap(text: str, fig: Figure, fontsize: float = 10.0) -> str:
+    """A title wrapped to its figure's width: a suptitle wider than the figure is clipped at both sides."""
+    chars = max(32, int(fig.get_figwidth() * 72 / (fontsize * 0.56)))
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+
+
 def _tier_delivery_figure(frames: Frames, panels: list[tuple[str, str, bool]], title: str) -> Figure:
+    frames = acting(frames)
     runs = _with_delivery(frames.runs)
     combos = _combos(runs)
     tables = [(_table(frames, runs, col, ["tools", "delivery"]), name, unit) for col, name, unit in panels]
@@ -142,13 +159,17 @@ def _tier_delivery_figure(frames: Frames, panels: list[tuple[str, str, bool]], t
     width = max(5.0, 0.22 * n_groups * max(1, len(combos)) + 1.5)
     fig = Figure(figsize=(width * len(panels) + 0.5, 4.8), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    inert = frames.inert if len(frames.inert) else None
+    if inert is not None and "delivery" not in inert.columns:
+        inert = inert.assign(delivery="inline")  # as _with_delivery: tables from before the delivery axis
     for ax, ((table, grp), name, unit) in zip(axes, tables):
-        _bars(ax, table, grp, combos, name, unit)
+        _bars(ax, table, grp, combos, name, unit, inert)
         ax.set_title(name, fontsize=9)
     handles, labels = axes[-1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)) or 1, fontsize=7, title="tier, delivery",
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)) or 1, fontsize=7, title="bars: tier, delivery",
                title_fontsize=7)
-    fig.suptitle(title + _questions_note(tables[0][0][0]), fontsize=10)
+    na = "\nn/a: a control whose tool the tier does not offer (it cannot act; no result)" if inert is not None else ""
+    fig.suptitle(_wrap(title + _questions_note(tables[0][0][0]) + na, fig), fontsize=10)
     return fig
 
 
@@ -180,8 +201,9 @@ def _hue(lines: list[str]) -> Optional[str]:
     return next((c for c in HUE_FIRST if c in lines), lines[0] if lines else None)
 
 
-def _curves(ax, table: pd.DataFrame, x: str, hue: Optional[str], hue_levels: list[str], position: dict) -> None:
-    """One line per value of `hue` (tiers in their colours, dodged a little), a 95% CI band, n (runs/questions) at each point."""
+def _curves(ax, table: pd.DataFrame, x: str, hue: Optional[str], hue_levels: list[str], position: dict, annotate: bool = True) -> None:
+    """One line per value of `hue` (tiers in their colours, dodged a little), a 95% CI band, n (runs/questions) at each
+    point unless `annotate` is off (the panel's title says it once)."""
     for key, g in cells(table, [hue] if hue else []):
         g = g.sort_values(x)
         value = str(key.get(hue, ""))
@@ -191,7 +213,7 @@ def _curves(ax, table: pd.DataFrame, x: str, hue: Optional[str], hue_levels: lis
         color = (TIER_COLORS.get(value) if hue == "tools" else None) or f"C{i % 10}"
         ax.plot(xs, g["mean"], marker="o", color=color, label=label(key))
         ax.fill_between(xs, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
-        for xi, yi, n, nq in zip(xs, g["mean"], g["n"], g["n_questions"]):
+        for xi, yi, n, nq in zip(xs, g["mean"], g["n"], g["n_questions"]) if annotate else ():
             if pd.notna(yi):
                 ax.annotate(f"{int(n)}/{int(nq)}q", (xi, yi), textcoords="offset points", xytext=(3, 3), fontsize=5, color=color)
 
@@ -212,27 +234,30 @@ def _curve_grid(rows: list[tuple[str, str, pd.DataFrame]], x: str, lines: list[s
             sub = table
             for k, v in pkey.items():
                 sub = sub[sub[k].astype(str) == str(v)]
-            _curves(ax, sub, x, hue, hue_levels, position)
-            ax.set_title(title + (f"\n{label(pkey)}" if pkey else ""), fontsize=8)
+            n_once = same_n(sub)
+            _curves(ax, sub, x, hue, hue_levels, position, annotate=not n_once)
+            where = ", ".join(part for part in (label(pkey) if pkey else "", f"{n_once} at every point" if n_once else "") if part)
+            ax.set_title(title + (f"\n{where}" if where else ""), fontsize=8)
             ax.set_xticks(list(position.values()), ticks)
             ax.set_ylim(-0.02, 1.05)
             if c == 0:
                 ax.set_ylabel(ylabel)
             if r == len(rows) - 1:
                 ax.set_xlabel(xlabel)
-    _legend(fig, [ax for row in axes for ax in row])
+    _legend(fig, [ax for row in axes for ax in row], f"lines: {hue}" if hue else None)
     return fig, len(shown), len(panels)
 
 
-def _legend(fig: Figure, axes: list) -> None:
+def _legend(fig: Figure, axes: list, title: Optional[str] = None) -> None:
     entries: dict = {}
     for ax in axes:
         for handle, text in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(text, handle)
     if not entries:
         return
+    entries = dict(sorted(entries.items()))  # the same order in every figure, whichever panel drew a line first
     widest = max(len(t) for t in entries) * 0.05 + 0.6  # inches per entry at fontsize 6
-    fig.legend(list(entries.values()), list(entries), loc="outside lower center", fontsize=6,
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", fontsize=7, title=title, title_fontsize=7,
                ncol=max(1, min(len(entries), int(fig.get_figwidth() // widest))))
 
 
@@ -245,6 +270,7 @@ def noise_curves(frames: Frames, grader: Optional[str] = None) -> Figure:
     why = applies(frames, "paper_noise")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    frames = acting(frames)
     grader = grader or frames.headline
     runs = frames.runs.assign(noise=pd.to_numeric(frames.runs["noise"], errors="coerce"))
     metrics = [(grader, f"accuracy ({grader})")]
@@ -257,8 +283,8 @@ def noise_curves(frames: Frames, grader: Optional[str] = None) -> Figure:
         table, lines = _table(frames, runs, col, ["noise"])
         rows.append((name, name, table.dropna(subset=["noise"])))
     fig, shown, total = _curve_grid(rows, "noise", lines, position, [f"{v:g}" for v in levels], "noise (distractor bytes / dataroom bytes)")
-    fig.suptitle("Distractors mixed into the dataroom\n(means over questions, 95% CI resampling questions; n = runs/questions; "
-                 f"distractor seeds are replicates{_shown(shown, total)})", fontsize=10)
+    fig.suptitle(_wrap("Distractors mixed into the dataroom\n(means over questions, 95% CI resampling questions; n = runs/questions; "
+                       f"distractor seeds are replicates{_shown(shown, total)})", fig), fontsize=10)
     return fig
 
 
@@ -267,6 +293,7 @@ def budget_by_type(frames: Frames, grader: Optional[str] = None) -> Figure:
     why = applies(frames, "paper_budget_by_type")
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
+    frames = acting(frames)
     grader = grader or frames.headline
     runs = frames.runs.assign(question_type=frames.runs["question_type"].fillna("").astype(str).replace("", "unknown"))
     table, lines = _table(frames, runs, grader, ["question_type", "budget"])
@@ -278,8 +305,8 @@ def budget_by_type(frames: Frames, grader: Optional[str] = None) -> Figure:
     unit = runs["budget_unit"].iloc[0] if "budget_unit" in runs else "turns"
     fig, shown, total = _curve_grid(rows, "budget", lines, {b: i for i, b in enumerate(budgets)}, [str(b) for b in budgets],
                                     f"budget ({unit})")
-    fig.suptitle("Accuracy vs budget by question type\n(means over questions, 95% CI resampling questions; n = runs/questions"
-                 f"{_shown(shown, total)})", fontsize=10)
+    fig.suptitle(_wrap("Accuracy vs budget by question type\n(means over questions, 95% CI resampling questions; n = runs/questions"
+                       f"{_shown(shown, total)})", fig), fontsize=10)
     return fig
 
 
