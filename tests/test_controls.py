@@ -117,8 +117,9 @@ def test_reader_pieces():
 
 
 @pytest.mark.e2e
-def test_oracle_beats_keyword_on_the_shipped_corpus(tmp_path):
-    """On the packaged corpus the reader's upper bound scores above grep-the-rarest-terms (the figures show it)."""
+def test_oracle_bounds_keyword_on_the_shipped_corpus(tmp_path):
+    """On the packaged corpus the oracle (gold retrieval + the shared reader) answers nearly everything, multi-hop included,
+    and grep-the-rarest-terms never beats it."""
     questions = [q for q in load_questions(builtin_questions()) if q.type == "multi-hop"][:6] + \
                 [q for q in load_questions(builtin_questions()) if q.type == "single-hop"][:6]
     scores = {"keyword": [], "oracle": []}
@@ -128,8 +129,8 @@ def test_oracle_beats_keyword_on_the_shipped_corpus(tmp_path):
             meta, run_dir = run_control(tmp_path, policy, question=q.question, gold=gold, dataroom=JINA, name=f"{policy}-{q.id}")
             assert meta["tokens"]["total"] == 0
             scores[policy].append(contains(answer_of(run_dir), q.golds))
-    assert sum(scores["oracle"]) > sum(scores["keyword"]), scores
-    assert sum(scores["oracle"][6:]) >= 4  # single-hop: reading the right file mostly suffices; multi-hop stays hard
+    assert sum(scores["oracle"]) >= sum(scores["keyword"]), scores
+    assert sum(scores["oracle"][:6]) >= 5 and sum(scores["oracle"][6:]) >= 5, scores  # multi-hop through both documents too
 
 
 # ---- the shared reader ------------------------------------------------------------------------------
