@@ -199,3 +199,51 @@ def test_notebooks_execute_on_committed_results():
         nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
         images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
         assert images, f"{path.name} drew no figure"
+
+
+def _with_tools(rd: Path, tools: list[str], policy: str | None = None) -> None:
+    from searchbox.record import read_meta, write_meta
+
+    meta = read_meta(rd)
+    meta["tools"] = tools
+    meta["served"]["policy"] = policy
+    write_meta(rd, meta)
+
+
+def test_generic_figures_follow_the_axes_that_vary(tmp_path):
+    """No budget axis: accuracy as bars, not a budget curve of single points. Grep vs dense only where a run could choose
+    (grep and a dense tool offered), one panel per question type. Tokens only for runs of a model (controls spend none)."""
+    from searchbox.analysis.figures import applies, grep_vs_dense, tokens_per_turn_figure
+
+    s = tmp_path / "plain"
+    both, grep_only = ["grep", "read", "bash", "search_dataroom"], ["grep", "read"]
+    for model, policy in (("smollm", None), ("control-keyword", "keyword")):
+        for tools, enabled in (("high", both), ("none", grep_only)):
+            for i, qid in enumerate(("nw01", "nw02", "nw03")):
+                rd = make_run(s, f"{model}-{tools}-{qid}", question_id=qid, dataroom=None, model=model, served_id=model,
+                              grades=GRADED if tools == "high" and i else WRONG, outputs=[SEARCH, GREP] if tools == "high" else [GREP],
+                              config={"tools": tools}, axes={"model": model, "tools": tools})
+                _with_tools(rd, enabled, policy)
+    frames = load([s])
+    assert applies(frames, "accuracy_vs_budget") == "needs a budget axis that varies" and applies(frames, "accuracy") is None
+    assert applies(frames, "grep_vs_dense") is None and applies(frames, "tokens_per_turn") is None
+    fig = grep_vs_dense(frames, "contains")
+    assert [ax.get_title() for ax in fig.axes] == ["factoid questions"]  # one panel per question type, not per condition
+    assert {t.get_text() for t in fig.axes[0].get_yticklabels()} == {"model=control-keyword", "model=smollm"}  # tools=high only
+    assert "tools=high" in fig._suptitle.get_text()
+    tokens = tokens_per_turn_figure(frames, "contains")
+    assert sorted(ax.get_title() for ax in tokens.axes if ax.get_visible()) == ["tools=high, model=smollm (n=3 runs)",
+                                                                              "tools=none, model=smollm (n=3 runs)"]  # no control
+    out = tmp_path / "out"
+    summary = check_report(s, out)
+    assert (out / "accuracy.png").exists() and not (out / "accuracy_vs_budget.png").exists()
+    for name in ("tool_choice", "time_split", "grep_vs_dense"):
+        assert (out / f"{name}.png").exists()
+    grep_only_room = tmp_path / "grep_only"
+    for tools in ("grep_only", "none"):
+        for qid in ("nw01", "nw02"):
+            rd = make_run(grep_only_room, f"{tools}-{qid}", question_id=qid, dataroom=None, grades=GRADED, outputs=[GREP],
+                          axes={"tools": tools})
+            _with_tools(rd, grep_only)
+    assert "the tool selection, not the run, decides" in applies(load([grep_only_room]), "grep_vs_dense")
+    assert "![grep_vs_dense](grep_vs_dense.png)" in summary
