@@ -110,3 +110,13 @@ def test_run_cli_takes_a_harness(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "searchbox.run", "q?", "--harness", "telepathy", "--out", str(tmp_path / "s"),
                           "--endpoint", "http://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--harness" in bad.stderr and not (tmp_path / "s").exists()
+
+
+def test_a_tool_results_data_is_not_counted_as_sent():
+    """`data` rides on the trace for programs and is never sent: the context estimate must not count it (a 12 KB
+    listing's data once made an 8K window look full, and runs stopped as context_exhausted)."""
+    from searchbox.harness.accounting import sent_chars
+
+    text = {"role": "tool", "tool_call_id": "c1", "name": "ls", "content": "a.md\t10"}
+    with_data = {**text, "data": {"entries": [{"name": f"f{i}.md", "size": i} for i in range(2000)]}}
+    assert sent_chars({"messages": [with_data]}) == sent_chars({"messages": [text]})

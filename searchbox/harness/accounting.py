@@ -15,6 +15,7 @@ from typing import Any, Optional
 from ..config import HarnessConfig
 from ..errors import BackendError, ModelError
 from ..llm import DeadlineExceeded, Response, Usage, estimate_tokens
+from ..protocol import wire
 from .base import EndTurn, Stop
 
 TRANSIENT = {"transient": True}  # a field a checkpoint leaves out (a monotonic clock reading means nothing in another process)
@@ -86,8 +87,10 @@ def _chars(value: Any) -> int:
 
 
 def sent_chars(payload: dict) -> int:
-    """What a request sent, in characters: its messages and its tools (or the constrained-JSON schema)."""
-    return _chars(payload.get("messages", [])) + _chars(payload.get("tools") or payload.get("response_format") or "")
+    """What a request sends, in characters: its messages as the server gets them (a tool result's `data` is the
+    harness's own and never sent) and its tools (or the constrained-JSON schema)."""
+    messages = [wire(m) if isinstance(m, dict) else m for m in payload.get("messages", [])]
+    return _chars(messages) + _chars(payload.get("tools") or payload.get("response_format") or "")
 
 
 def said_chars(resp: Response) -> int:
