@@ -136,11 +136,12 @@ def run_prompt(cfg: RunConfig, protocol: str) -> dict:
     from .tools import select
 
     specs = select(cfg.tools)
-    schemas = [s.schema() for s in specs]
+    schemas = [s.schema() for s in specs]  # as the model sees them
     proto = choose(protocol, _NoServer())
     harness = dataclasses.replace(cfg.harness, today=resolved_today(cfg.harness))
     request = {k: v for k, v in proto.request([], schemas).items() if k != "messages"}
-    return {"protocol": proto.name, "protocol_version": getattr(proto, "version", None), "tools": schemas,
+    return {"protocol": proto.name, "protocol_version": getattr(proto, "version", None),
+            "tools": [s.schema(limits=True) for s in specs],  # with the limits what the model sends is checked against
             "system": system_prompt(harness, proto.system_suffix(schemas), [s.name for s in specs]), "request": request}
 
 

@@ -144,6 +144,17 @@ def bounded(schema: dict, limits: Optional[GenerationBounds]) -> dict:
     return walk(schema, "")
 
 
+def _with_limits(tool: dict) -> dict:
+    """A catalog tool's parameters with its validation limits (the model-facing schema leaves them out; the grammar
+    derives its ranges from them), else the parameters as given."""
+    from .tools.catalog import BY_NAME
+
+    spec = BY_NAME.get(tool.get("name"))
+    if spec is not None and spec.schema()["parameters"] == tool.get("parameters"):
+        return spec.schema(limits=True)["parameters"]
+    return tool.get("parameters") or {"type": "object"}
+
+
 def text_of(content: Any) -> tuple[str, Optional[str]]:
     """(the text of a reply's content, or why it has none): a string, or OpenAI content parts whose text parts are joined."""
     if content is None:
@@ -267,7 +278,7 @@ class JsonProtocol:
             {
                 "type": "object",
                 "properties": {"tool": {"const": t["name"]},
-                               "arguments": bounded(t.get("parameters") or {"type": "object"}, self.limits)},
+                               "arguments": bounded(_with_limits(t), self.limits)},
                 "required": ["tool", "arguments"],
                 "additionalProperties": False,
             }

@@ -57,8 +57,8 @@ def _golden_configs() -> dict[str, tuple[RunConfig, str, Served]]:
 
 GOLDEN = {
     "high-json": {"config": "fec6c9a0470ebfaa", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "b5b2b6de9b6117bf", "prompt": "472c7fde6c2d324f", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
-    "none-native": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "bd150b695a4a7c7a", "prompt": "1de91bd1552e148d", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
-    "oracle": {"config": "57c51c14ecb50340", "dataroom": "8e924143458e3b44", "gold_read": "43a681a97310a192", "key": "4eec1a59bf815aee", "prompt": "586068fe7db4b657", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0316e725235eaf61", "server_args": "1d8fc6ceb1f94c63"},
+    "none-native": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "42e94d479c4148a2", "prompt": "3a7bb9f003031d37", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
+    "oracle": {"config": "57c51c14ecb50340", "dataroom": "8e924143458e3b44", "gold_read": "43a681a97310a192", "key": "1d514a838a6f46da", "prompt": "b23ee14c16030338", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0316e725235eaf61", "server_args": "1d8fc6ceb1f94c63"},
     "server-flags": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "b90df1f63e58c575", "prompt": "943ab218b84172aa", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
 }
 
@@ -154,7 +154,13 @@ def test_the_prompt_in_the_key_is_the_prompt_the_run_sends(tmp_path):
                         protocol=meta["protocol"])
     sent = srv.requests[0]
     assert sent["messages"][0] == {"role": "system", "content": inputs["prompt"]["system"]}
-    assert [t["function"] for t in sent["tools"]] == inputs["prompt"]["tools"]
+    assert sent["tools"] == inputs["prompt"]["request"]["tools"]  # the tools exactly as sent
+    from searchbox.tools import select
+
+    # ... and the key also holds the limits what the model sends is checked against (never sent)
+    specs = select(cfg.tools)
+    assert [t["function"] for t in sent["tools"]] == [s.schema() for s in specs]
+    assert inputs["prompt"]["tools"] == [s.schema(limits=True) for s in specs] != [s.schema() for s in specs]
 
 
 def test_a_null_date_is_keyed_by_the_day_it_resolves_to():

@@ -437,3 +437,27 @@ def test_arguments_a_server_sent_parsed_are_checked_the_same(toolset):
     out = toolset.call("read", {"path": "dataroom/reports/gannet-rock-survey.md", "offset": 2})
     assert out.ok and json.loads(out.arguments)["offset"] == 2
     assert toolset.call("read", {"path": "dataroom/README.md", "offset": 2.0}).malformed
+
+
+def test_the_model_sees_the_schemas_without_the_validation_limits():
+    """Validation limits (a million-character write, a thousand-item list) are enforced on what the model sends but
+    never shown to it: a capable model is asked what it was asked before the limits, and a llama.cpp grammar built
+    from native tool schemas never meets a repeat count past its limit."""
+    from searchbox.tools.catalog import CATALOG, LIMITS_KEY
+
+    def keys(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield k
+                yield from keys(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from keys(v)
+
+    for spec in CATALOG:
+        shown, checked = spec.schema()["parameters"], spec.schema(limits=True)["parameters"]
+        assert LIMITS_KEY not in set(keys(shown)) | set(keys(checked))
+        assert not {"maxLength", "maxItems"} & set(keys(shown)), spec.name
+    bash = {s.name: s for s in CATALOG}["bash"].schema(limits=True)["parameters"]["properties"]
+    assert bash["command"]["maxLength"] == 100_000 and bash["timeout"]["maximum"] == 3600
+    assert {s.name: s for s in CATALOG}["read"].schema()["parameters"]["properties"]["offset"] == {"type": "integer", "minimum": 1}

@@ -25,8 +25,10 @@ class ToolSpec:
     parameters: dict[str, Any]
     impl: str  # "module:function" under searchbox.tools, imported on first call
 
-    def schema(self) -> dict:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+    def schema(self, limits: bool = False) -> dict:
+        """The tool as a model sees it: the parameters without the validation limits (what a capable model is asked
+        stays as it was before the limits existed). limits=True keeps them (validation, the JSON protocol's grammar)."""
+        return {"name": self.name, "description": self.description, "parameters": with_limits(self.parameters, limits)}
 
 
 def _obj(props: dict, required: Iterable[str] = ()) -> dict:
@@ -53,18 +55,40 @@ LINE_MAX = 1_000_000_000  # line offsets and counts
 # integers are integers (2.0 is not), strings are valid Unicode (no lone surrogate) and hold no NUL.
 
 
+LIMITS_KEY = "x-searchbox-limits"  # names the keywords of a schema node that are validation limits only
+
+
+def _limit(node: dict, **limits: Any) -> dict:
+    """A schema node with validation limits: enforced on what the model sends, never shown to it (ToolSpec.schema)."""
+    return {**node, **limits, LIMITS_KEY: sorted(limits)}
+
+
+def with_limits(node: Any, keep: bool) -> Any:
+    """A copy of a schema without its limits markers; keep=False also drops the limits they name."""
+    if isinstance(node, list):
+        return [with_limits(v, keep) for v in node]
+    if not isinstance(node, dict):
+        return node
+    drop = set() if keep else set(node.get(LIMITS_KEY, ()))
+    return {k: with_limits(v, keep) for k, v in node.items() if k != LIMITS_KEY and k not in drop}
+
+
 def _str(max_chars: int) -> dict:
-    return {"type": "string", "maxLength": max_chars}
+    return _limit({"type": "string"}, maxLength=max_chars)
 
 
 def _strs(max_chars: int = TEXT_CHARS) -> dict:
-    return {"type": "array", "items": _str(max_chars), "maxItems": LIST_ITEMS}
+    return _limit({"type": "array", "items": _str(max_chars)}, maxItems=LIST_ITEMS)
+
+
+def _count(maximum: int) -> dict:
+    return _limit({"type": "integer", "minimum": 1}, maximum=maximum)
 
 
 PATH = _str(PATH_CHARS)
 QUERY = _str(QUERY_CHARS)
 CONTENT = _str(CONTENT_CHARS)
-LINE = {"type": "integer", "minimum": 1, "maximum": LINE_MAX}
+LINE = _count(LINE_MAX)
 STRS = _strs()
 
 CATALOG: tuple[ToolSpec, ...] = (
@@ -72,7 +96,7 @@ CATALOG: tuple[ToolSpec, ...] = (
     ToolSpec("read", "builtin", True, "Read a text file (relative to the working directory), with line numbers. Use offset/limit for long files.",
              _obj({"path": PATH, "offset": LINE, "limit": LINE}, ["path"]), "builtins:read"),
     ToolSpec("bash", "builtin", True, "Run a bash command in the working directory (no network, time-limited). dataroom/ is read-only.",
-             _obj({"command": _str(COMMAND_CHARS), "timeout": {"type": "number", "minimum": 1, "maximum": 3600}}, ["command"]),
+             _obj({"command": _str(COMMAND_CHARS), "timeout": _limit({"type": "number", "minimum": 1}, maximum=3600)}, ["command"]),
              "builtins:bash"),
     ToolSpec("grep", "builtin", True, "Search file contents with a regular expression (ripgrep). Returns path:line:text.",
              _obj({"pattern": _str(PATTERN_CHARS), "path": PATH, "glob": _str(GLOB_CHARS), "ignore_case": {"type": "boolean"}},
@@ -98,7 +122,7 @@ CATALOG: tuple[ToolSpec, ...] = (
              "Embed texts and append one JSON line per text to a file in the working directory. Returns the path, count and dimension, not vectors.",
              _obj({"texts": STRS, "role": {"enum": ["query", "passage"]}, "out": PATH}, ["texts"]), "retrieval_tools:embed_texts"),
     ToolSpec("rerank", "low", False, "Score documents against a query with a cross-encoder; best first.",
-             _obj({"query": QUERY, "documents": STRS, "top_n": {"type": "integer", "minimum": 1, "maximum": LIST_ITEMS}},
+             _obj({"query": QUERY, "documents": STRS, "top_n": _count(LIST_ITEMS)},
                   ["query", "documents"]), "retrieval_tools:rerank"),
     ToolSpec("similarity", "low", False,
              "Cosine similarity: pairwise when a and b have equal length, else a matrix (a as queries, b as passages).",
@@ -108,7 +132,7 @@ CATALOG: tuple[ToolSpec, ...] = (
     ToolSpec("cluster", "low", False, "Group near-duplicate texts (greedy single pass over cosine similarity).",
              _obj({"texts": STRS, "threshold": {"type": "number", "minimum": 0, "maximum": 1}}, ["texts"]), "retrieval_tools:cluster"),
     ToolSpec("select_diverse", "low", False, "Pick k mutually dissimilar texts (greedy max-min diversity).",
-             _obj({"texts": STRS, "k": {"type": "integer", "minimum": 1, "maximum": LIST_ITEMS}}, ["texts"]), "retrieval_tools:select_diverse"),
+             _obj({"texts": STRS, "k": _count(LIST_ITEMS)}, ["texts"]), "retrieval_tools:select_diverse"),
 )
 
 BY_NAME = {spec.name: spec for spec in CATALOG}

@@ -29,7 +29,7 @@ StrictValidator = validators.extend(Draft202012Validator,
 
 
 def validator(spec: ToolSpec) -> Any:
-    return StrictValidator(spec.parameters)
+    return StrictValidator(spec.schema(limits=True)["parameters"])
 
 
 def _no_constant(name: str) -> float:
