@@ -61,6 +61,14 @@ def _title(fig: Figure, text: str, shown: int, total: int) -> None:
     fig.suptitle(_wrap(text + (f" ({shown} of {total} conditions; all in summary.md)" if total > shown else ""), fig))
 
 
+def left_out(frames: Frames) -> str:
+    """A caption line naming the conditions left out because no run could act in them (frames.acting), or ''."""
+    if frames.inert is None or frames.inert.empty:
+        return ""
+    cols = [c for c in frames.inert.columns if c != "why"]
+    return "\nleft out, could not act (n/a in summary.md): " + "; ".join(label({c: r[c] for c in cols}) for _, r in frames.inert.iterrows())
+
+
 def _not_in_design(why: str) -> Figure:
     fig = Figure(figsize=(8, 2.4), layout="constrained")
     ax = fig.add_subplot()
@@ -112,7 +120,8 @@ def accuracy_vs_budget(frames: Frames, grader: Optional[str] = None) -> Figure:
         ax.set_ylabel(f"accuracy ({grader})")
         ax.set_title(label(pkey), fontsize=9)
         ax.legend(fontsize=7, title=hue, title_fontsize=7)
-    _title(fig, "Accuracy vs budget (95% CI over questions; n = graded runs / questions)", min(len(panels), MAX_PANELS), len(panels))
+    _title(fig, "Accuracy vs budget (95% CI over questions; n = graded runs / questions)" + left_out(frames), min(len(panels), MAX_PANELS),
+           len(panels))
     return fig
 
 
@@ -141,7 +150,7 @@ def accuracy_by_condition(frames: Frames, grader: Optional[str] = None) -> Figur
     ax.set_yticks(ys, names, fontsize=8)
     ax.set_xlim(0, 1.05)
     ax.set_xlabel(f"accuracy ({grader}); 95% CI over questions")
-    fig.suptitle(_wrap("Accuracy per condition (n = graded runs / questions)", fig))
+    fig.suptitle(_wrap("Accuracy per condition (n = graded runs / questions)" + left_out(frames), fig))
     return fig
 
 
@@ -154,7 +163,8 @@ def _model_runs(frames: Frames) -> Frames:
     keep = policy.isna() | policy.astype(str).isin(["", "None", "nan"])
     ids = set(runs.loc[keep, "run_id"])
     turns = frames.turns[frames.turns["run_id"].isin(ids)] if "run_id" in frames.turns.columns else frames.turns
-    return Frames(runs[keep].reset_index(drop=True), turns.reset_index(drop=True), frames.calls, frames.design, frames.inert, frames.pinned)
+    return Frames(runs[keep].reset_index(drop=True), turns.reset_index(drop=True), frames.calls, frames.design, frames.inert,
+                  frames.pinned or frames.conditions)  # the panels still name the model beside the controls left out
 
 
 def tokens_per_turn_figure(frames: Frames, grader: Optional[str] = None) -> Figure:
