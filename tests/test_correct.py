@@ -61,7 +61,7 @@ CASES = [
     ("Han Xiao. Actually, it is Scott Martens.", SCOTT, "", True),
     ("Han Xiao. Actually, it is Scott Martens.", HAN, "", False),
     ("No, it is Apache-2.0.", APACHE, "", True),
-    ("It was released no later than 2024-04-16.", ["2024-04-16"], "", True),  # "no later than" is no negation
+    ("It was released no later than 2024-04-16.", ["2024-04-16"], "", False),  # no negation, but a deadline: a bound, not the date
     ("It is not only fast: it is licensed under Apache 2.0.", APACHE, "", True),
     ("Maybe Scott Martens.", SCOTT, "", False),
     ("It could be Scott Martens.", SCOTT, "", False),
@@ -173,12 +173,324 @@ CASES = [
     ("Scott", SCOTT, "", False),
 ]
 
+S, H = SCOTT, HAN
+DSPY_Q = 'Who is the author of the article "DSPy: Not Your Average Prompt Engineering"?'
+ROMANCE_Q = "Who is the author of the article \"Is Romance Generative AI's Killer App? We Hope Not\"?"
+# An adversary's second round (issue 19 review): the author's known doubts, other corpora and gold types. Each row decided:
+# a shotgun, a hedge, a bound, a superset or a wrong unit fails; a format variant or a sentence around the gold passes.
+CASES += [
+    # ---- the author's known doubts ----
+    ("Based on the documents, I found the following\nScott Martens", S, "", True),  # a preamble line without a colon
+    ("After reading the post, the answer is clear.\nScott Martens", S, "", True),
+    ("Let me check.\n\nScott Martens\n\nHan Xiao", S, "", False),  # past the preamble, alternatives still compete
+    ("I could not find the answer.\nScott Martens", S, "", False),  # a line that says it found nothing is no preamble
+    ("Possible authors\nScott Martens\nHan Xiao", S, "", False),
+    ("## Who wrote the article?\n\nScott Martens", S, "Who wrote the article?", True),  # a heading restating the question
+    ('## Who wrote "DSPy: Not Your Average Prompt Engineering"?\n\nHan Xiao', H, DSPY_Q, True),
+    ("There is no author other than Scott Martens.", S, "", True),  # double negation: the exception is asserted
+    ("No one other than Scott Martens wrote it.", S, "", True),
+    ("No one but Scott Martens", S, "", True),
+    ("None other than Scott Martens.", S, "", True),
+    ("Nobody except Scott Martens wrote it.", S, "", True),
+    ("It was never released under anything other than Apache 2.0.", APACHE, "", True),
+    ("No one except Han Xiao; Scott Martens", S, "", False),
+    ("Engineering Group and Scott Martens", S, "", False),  # names compete when joined as alternatives
+    ("Jina AI Engineering Group and Scott Martens", S, "", False),
+    ("Jina AI, Scott Martens", S, "", True),  # a comma alone is an apposition (an affiliation), not a list
+    ("scott martens and han xiao", S, "", False),  # lower-case names are read as names beside a lower-case gold
+    ("the authors are scott martens, han xiao", S, "", False),
+    ("jina-embeddings-v3 has 570M parameters; the large one has 1.3B parameters.", ["570M"], "", False),  # left: see the README
+    # ---- supersets, lists, negation shapes ----
+    ("Scott Martens and Han Xiao", S, "", False),
+    ("Scott Martens with help from Han Xiao", S, "", False),
+    ("Scott Martens & Han Xiao", S, "", False),
+    ("Scott Martens/Han Xiao", S, "", False),
+    ("Scott Martens and others", S, "", False),  # a single author is no team
+    ("Scott Martens et al.", S, "", False),
+    ("Scott Martens and his team", S, "", False),
+    ("- Han Xiao\n- Engineering Group", H, "", False),  # list items compete, a person and an entity too (jq093)
+    ("Han Xiao\nEngineering Group", H, "", False),
+    ("Engineering Group\nScott Martens", ["Engineering Group"], "", False),
+    ("Scott Martens wrote it; Jina AI published it.", S, "", True),  # prose after a semicolon is no list item
+    ("Scott Martens is not the author.", S, "", False),
+    ("Not Scott Martens.", S, "", False),
+    ("It wasn't written by Scott Martens.", S, "", False),
+    ("Nobody named Scott Martens wrote it.", S, "", False),
+    ("I doubt it is Scott Martens.", S, "", False),
+    ("It is unlikely to be Scott Martens.", S, "", False),
+    ("There is no doubt: Scott Martens.", S, "", True),
+    ("Either Scott Martens or someone else.", S, "", False),
+    ("Scott Martens is often credited, but it is actually Han Xiao.", S, "", False),
+    ("Han Xiao, not Scott Martens", S, "", False),
+    ("Han Xiao rather than Scott Martens", S, "", False),
+    ("Scott Martens? Han Xiao!", S, "", False),
+    ("~~Scott Martens~~ Han Xiao", S, "", False),  # struck through: taken back
+    ("~~Han Xiao~~ Scott Martens", S, "", True),
+    ("I cannot confirm that Scott Martens wrote it.", S, "", False),
+    ("Scott Martens and/or Han Xiao", S, "", False),
+    ("Possibly:\nScott Martens", S, "", False),  # a hedged lead-in hedges what it introduces
+    ("The author could be one of these:\n- Scott Martens", S, "", False),
+    ("I am not sure, but the author is:\n- Scott Martens", S, "", True),
+    ("Scott Martens, I think.", S, "", True),
+    ("Scott Martens is the author (not Han Xiao, who edited it).", S, "", True),
+    ("Author: *Scott Martens*", S, "", True),
+    ("> Scott Martens", S, "", True),
+    ("Mr. Martens", S, "", False),
+    ("S. Martens", S, "", False),
+    # ---- titles restated from the question: their words are no claim (jq010, jq085, jq179 ...) ----
+    ('The author of "DSPy: Not Your Average Prompt Engineering" is Han Xiao.', H, DSPY_Q, True),
+    ('The author of "DSPy: Not Your Average Prompt Engineering" is Scott Martens.', H, DSPY_Q, False),
+    ('Han Xiao wrote "Is Romance Generative AI\'s Killer App? We Hope Not".', H, ROMANCE_Q, True),
+    ('"No. You Can\'t Use Reranker to Improve SEO" was written by Han Xiao.', H,
+     'Who is the author of the article "No. You Can\'t Use Reranker to Improve SEO"?', True),
+    # ---- dates: bounds, ranges, approximations, periods ----
+    ("Before 2024-04-16.", ["2024-04-16"], "", False),
+    ("After 2024-04-16.", ["2024-04-16"], "", False),
+    ("By 2024-04-16", ["2024-04-16"], "", False),
+    ("Some time after 16 April 2024", ["2024-04-16"], "", False),
+    ("2024-04-16 at the latest", ["2024-04-16"], "", False),
+    ("Between 2024-04-16 and 2024-04-18", ["2024-04-16"], "", False),
+    ("From 2024-04-16 to 2024-04-18", ["2024-04-16"], "", False),
+    ("Released 2024-04-16, after the 2024-03-01 beta.", ["2024-04-16"], "", True),  # the beta's date is a bound of another event
+    ("Around 2024-04-16.", ["2024-04-16"], "", True),  # an approximation states the value
+    ("circa 1856", ["1856"], "", True),
+    ("c. 1856", ["1856"], "", True),
+    ("Not until 1856.", ["1856"], "", True),
+    ("mid-1856", ["1856"], "", True),  # finer than the gold, inside it
+    ("16 April", ["2024-04-16"], "", False),
+    ("April 16, 2025", ["2024-04-16"], "", False),
+    ("the sixteenth of April 2024", ["2024-04-16"], "", True),  # ordinal words
+    ("April twenty-first, 2024", ["2024-04-21"], "", True),
+    ("Q3 2024", ["Q3 2024"], "", True),
+    ("third quarter of 2024", ["Q3 2024"], "", True),
+    ("Q2 2024", ["Q3 2024"], "", False),
+    ("2024-08-15", ["Q3 2024"], "", True),  # a day inside the quarter
+    ("Q3 2024", ["2024-08-15"], "", False),  # coarser than the gold
+    ("summer 2024", ["Q3 2024"], "", False),
+    ("FY2023", ["FY2023"], "", True),
+    ("fiscal 2023", ["FY2023"], "", True),
+    ("FY23", ["FY2023"], "", True),
+    ("2023", ["FY2023"], "", False),  # a fiscal year is not the calendar year
+    ("FY2024", ["FY2023"], "", False),
+    ("mid-2024", ["mid-2024"], "", True),
+    ("early 2025", ["early 2025"], "", True),
+    ("late 2025", ["early 2025"], "", False),
+    ("early 2025", ["2025-02-10"], "", False),
+    # ---- times of day ----
+    ("The ferry leaves at 16:19.", ["16:19"], "", True),
+    ("the ferry leaves at 4:19 pm", ["16:19"], "", True),
+    ("the ferry leaves at 4:19 am", ["16:19"], "", False),
+    ("16:20", ["16:19"], "", False),
+    ("16:19 or 16:49", ["16:19"], "", False),
+    ("It left at 16:19 and arrived at 18:02.", ["16:19"], "When did it leave?", False),  # a second time competes
+    # ---- numbers: bounds, totals, ranges, words, formats ----
+    ("more than 35%", ["35%"], "", False),
+    ("35% or more", ["35%"], "", False),
+    ("35%+", ["35%"], "", False),
+    ("35% or so", ["35%"], "", True),
+    ("at least 12", ["12"], "", False),
+    ("over 12", ["12"], "", False),
+    ("fewer than 12", ["12"], "", False),
+    ("approximately 12", ["12"], "", True),
+    ("between 30% and 40%", ["35%"], "", False),
+    ("12 (of 40)", ["12"], "", True),  # a total is no second answer
+    ("2 of the 12 lighthouses are closed.", ["2", "two"], "", True),
+    ("12 of 13", ["13"], "", False),
+    ("11 or 12", ["12"], "", False),
+    ("12 to 13", ["12"], "", False),
+    ("35% (up from 30% in 2022)", ["35%"], "What share in 2023?", True),
+    ("35% of revenue, 20% of costs", ["35%"], "", False),
+    ("thirty-five percent", ["35%"], "", True),
+    ("35 per cent", ["35%"], "", True),
+    ("35 percentage points", ["35%"], "", True),
+    ("0.35", ["35%"], "", False),  # a fraction is no percentage (decided: a score or a share must say which)
+    ("35", ["35%"], "", False),
+    ("3.5%", ["35%"], "", False),
+    ("one million", ["1,000,000"], "", True),
+    ("a million", ["1,000,000"], "", True),
+    ("1e6", ["1,000,000"], "", True),
+    ("10^6", ["1,000,000"], "", True),
+    ("1 000 000", ["1,000,000"], "", False),  # a plain space is no digit separator (decided: "768 512 256" is a list)
+    ("twenty-one", ["21"], "", True),
+    ("thirty", ["30"], "", True),
+    ("It has one author.", ["1"], "", True),  # "one" counts before a noun or alone
+    ("One.", ["1"], "", True),
+    ("one of the authors is Scott Martens", ["2"], "", False),
+    ("the large one has 1.3B", ["1.3B"], "", True),  # "one" as a pronoun is no number
+    ("zero", ["0"], "", True),
+    ("768 or 2048", ["768"], "", False),  # a year-like count listed with the gold competes (jq019)
+    ("- 768\n- 2048", ["768"], "", False),
+    ("768\n2048", ["768"], "", False),
+    ("2048 or 256", ["2048"], "", False),
+    ("2,048 dimensions", ["2048"], "", True),
+    ("jina-clip-v2 (2024) outputs 1024 dimensions.", ["1024"], "", True),  # a year in brackets is a year
+    ("It outputs 768 dimensions and was released in 2024.", ["768"], "", True),
+    ("8,100 tokens", ["8K"], "", False),  # "8K" stands for exactly 8,000 or 8,192
+    ("8,193", ["8K"], "", False),
+    ("8.2K tokens", ["8K"], "", True),  # 8,192 to the hundred
+    ("8.192K", ["8K"], "", True),
+    ("8K or 16K", ["8K"], "", False),
+    ("1K or 512", ["1K"], "", False),  # "1K" is exactly 1,000 or 1,024: 512 does not round to it (jq274)
+    ("- 1K\n- 512", ["1K"], "", False),
+    ("8K (8,192 tokens)", ["8K"], "", True),
+    ("8K (16K for the large)", ["8K"], "", False),
+    ("3.1", ["3.10"], "", False),  # a bare gold written "3.10" is not "3.1" (a version)
+    ("3.10", ["3.1"], "", True),
+    ("570M", ["570M"], "", True),
+    ("0.57 billion", ["570M"], "", True),
+    ("572M", ["570M"], "", False),
+    ("about 600M", ["570M"], "", False),
+    # ---- money ----
+    ("$1,200,000", ["$1.2 million"], "", True),
+    ("USD 1.2 million", ["$1.2 million"], "", True),
+    ("1.2 million dollars", ["$1.2 million"], "", True),
+    ("US$1.2 million", ["$1.2 million"], "", True),
+    ("$1.2m", ["$1.2 million"], "", True),  # after a currency "m" is million, not metres
+    ("$1.2 billion", ["$1.2 million"], "", False),
+    ("€1.2 million", ["$1.2 million"], "", False),
+    ("1.2 million", ["$1.2 million"], "", False),  # no currency: not the amount
+    ("€1,2 Mio.", ["€1.2 million"], "", True),  # a decimal comma where it says money (decided)
+    ("EUR 1.2m", ["€1.2 million"], "", True),
+    ("1.2 million euros", ["€1.2 million"], "", True),
+    # ---- measures: conversions assert at the gold's precision, other units and dimensions do not ----
+    ("120 m²", ["120 m²"], "", True),
+    ("120 m2", ["120 m²"], "", True),
+    ("120 square metres", ["120 m²"], "", True),
+    ("120 sq m", ["120 m²"], "", True),
+    ("1,292 sq ft", ["120 m²"], "", True),
+    ("120 sq ft", ["120 m²"], "", False),
+    ("120 m", ["120 m²"], "", False),
+    ("120 m³", ["120 m²"], "", False),
+    ("120 km²", ["120 m²"], "", False),
+    ("12 °C", ["12 °C"], "", True),
+    ("12 degrees Celsius", ["12 °C"], "", True),
+    ("53.6 °F", ["12 °C"], "", True),
+    ("12 °F", ["12 °C"], "", False),
+    ("12 C", ["12 °C"], "", False),
+    ("12 degrees", ["12 °C"], "", False),
+    ("-12 °C", ["12 °C"], "", False),
+    ("minus 12 °C", ["-12 °C"], "", True),
+    ("100 °C (212 °F)", ["100 °C"], "", True),
+    ("100 °C (200 °F)", ["100 °C"], "", False),
+    ("126 feet", ["38.4 metres"], "", True),  # the same height to the same number of digits
+    ("125 feet", ["38.4 metres"], "", False),
+    ("3840 cm", ["38.4 metres"], "", True),
+    ("0.0384 km", ["38.4 metres"], "", True),
+    ("3.84 km", ["38.4 metres"], "", False),
+    ("38 metres", ["38.4 metres"], "", False),
+    ("180 minutes", ["3 h"], "", True),
+    ("3 hours 20 minutes", ["3 h"], "", False),
+    ("3 days", ["3 h"], "", False),
+    ("9.580 s", ["9.58 seconds"], "", True),
+    ("9.6 s", ["9.58 seconds"], "", False),
+    ("9.58", ["9.58 seconds"], "", False),  # a bare number for a gold with a unit (a bare alias would allow it)
+    ("2000 MB", ["2 GB"], "", True),
+    ("220 lb", ["100 kg"], "", True),
+    ("100 lb", ["100 kg"], "", False),
+    ("1 tonne", ["1000 kg"], "", True),
+    ("1 ton", ["1000 kg"], "", False),  # a ton is short, long or metric: no unit
+    ("88.5 km/h", ["55 mph"], "", True),
+    ("55 km/h", ["55 mph"], "", False),
+    ("1500 ml", ["1.5 litres"], "", True),
+    ("1.5 kg", ["1.5 litres"], "", False),
+    ("4000 W", ["4 kW"], "", True),
+    ("4 MW", ["4 kW"], "", False),
+    ("78.9 g/mol", ["78.9 g/mol"], "", True),
+    ("78.9 g", ["78.9 g/mol"], "", False),
+    ("12 km", ["12 lighthouses"], "", False),  # the gold counts things; a measure is something else
+    ("12 towers", ["12 lighthouses"], "", True),
+    ("6.02e23", ["6.02 × 10^23"], "", True),
+    # ---- names, places, organisations ----
+    ("Henry VIII", ["Henry VIII"], "", True),
+    ("Henry VII", ["Henry VIII"], "", False),
+    ("Henry VIII and Henry VII", ["Henry VIII"], "", False),  # a regnal number is a name's, not an acronym
+    ("Henry VIII or Edward VI", ["Henry VIII"], "", False),
+    ("Henry VIII, not Henry VII", ["Henry VIII"], "", True),
+    ("Martin Luther King", ["Martin Luther King Jr."], "", True),  # "Jr." may be left out
+    ("Martin Luther King Sr.", ["Martin Luther King Jr."], "", False),
+    ("Jean Paul Sartre", ["Jean-Paul Sartre"], "", True),
+    ("Paul Sartre", ["Jean-Paul Sartre"], "", False),
+    ("Søren Kierkegaard", ["Soren Kierkegaard"], "", True),
+    ("Soren Kierkegaard", ["Søren Kierkegaard"], "", True),
+    ("Łukasz Kaiser", ["Lukasz Kaiser"], "", True),
+    ("Michael Guenther", ["Michael Günther"], "", True),
+    ("Nguyễn Văn An", ["Nguyen Van An"], "", True),
+    ("Prof. Jane Goodall", ["Jane Goodall"], "", True),
+    ("Jane Goodall, PhD", ["Jane Goodall"], "", True),
+    ("Ludwig van Beethoven and Wolfgang Amadeus Mozart", ["Ludwig van Beethoven"], "", False),
+    ("Beethoven", ["Ludwig van Beethoven"], "", False),
+    ("Scott Martens and Han Xiao", ["Scott Martens and Han Xiao"], "", True),  # a gold that is a list of two names
+    ("Han Xiao and Scott Martens", ["Scott Martens and Han Xiao"], "", True),
+    ("- Scott Martens\n- Han Xiao", ["Scott Martens and Han Xiao"], "", True),
+    ("Scott Martens", ["Scott Martens and Han Xiao"], "", False),
+    ("Scott Martens and Bo Wang", ["Scott Martens and Han Xiao"], "", False),
+    ("Scott Martens, Han Xiao and Bo Wang", ["Scott Martens and Han Xiao"], "", False),
+    ("Scott Martens but not Han Xiao", ["Scott Martens and Han Xiao"], "", False),
+    ("Jina AI GmbH", ["Jina AI"], "", True),
+    ("Jina AI and Elastic", ["Jina AI"], "", False),
+    ("Jina AI, now part of Elastic", ["Jina AI"], "", True),
+    ("Berlin, Germany", ["Berlin"], "", True),
+    ("Berlin or Munich", ["Berlin"], "", False),
+    ("Berlin and Munich", ["Berlin"], "", False),
+    ("In Berlin, not Munich", ["Berlin"], "", True),
+    ("Stanford University and MIT", ["Stanford"], "", False),
+    ("Washington, D.C.", ["Washington, D.C."], "", True),
+    ("Washington DC", ["Washington, D.C."], "", True),
+    # ---- short phrases, versions, yes/no ----
+    ("It is built of granite.", ["granite"], "", True),
+    ("granite and sandstone", ["granite"], "", False),
+    ("granite, then painted white", ["granite"], "", True),
+    ("sandstone, not granite", ["granite"], "", False),
+    ("1.2.3 or 1.2.4", ["1.2.3"], "", False),
+    ("v1.2.3", ["1.2.3"], "", True),
+    ("jina-embeddings-v3", ["v3"], "", True),  # decided: an id that ends in the gold version states it
+    ("jina-embeddings-v2 and v3", ["v3"], "", False),
+    ("Yes, it is.", ["yes"], "", True),
+    ("Yes, it was released under Apache 2.0.", ["yes"], "", True),
+    ("Yes, no other license applies.", ["yes"], "", True),
+    ("Yes and no.", ["yes"], "", False),
+    ("Yes (or no)", ["yes"], "", False),
+    ("Yes\n\nNo", ["yes"], "", False),
+    ("Yes. Actually, no.", ["yes"], "", False),
+    ("Yes, maybe.", ["yes"], "", False),
+    ("Maybe yes.", ["yes"], "", False),
+    ("No", ["yes"], "", False),
+    ("Not really, no.", ["no"], "", True),
+    ("No, it is not.", ["no"], "", True),
+    ("Nope.", ["no"], "", True),
+    ("No. Wait, yes.", ["no"], "", False),
+    ("I don't know", ["no"], "", False),
+]
+# Left as they are, on purpose (README, grading): each would need a reader, not a grader of strings.
+KNOWN_LIMITS = [
+    ("Martens, Scott", S, "", True),  # surname first with a comma: two one-word names to the name finder
+    ("first lit in 1856, rebuilt in 1902", ["1856"], "When was it first lit?", True),  # another event's year competes
+    ("It was published in April 2024, on the 16th.", ["2024-04-16"], "", True),  # a date split across a clause
+    ("20240416", ["2024-04-16"], "", True),  # basic ISO 8601: an 8-digit number to the grader
+    ("Henry the Eighth", ["Henry VIII"], "", True),  # ordinal words in names: the question file's aliases
+    ("the UK", ["United Kingdom"], "", True),  # acronyms and their expansions: aliases
+    ("none", ["0"], "", True),  # "none"/"no X" for zero: a negation to the grader
+    ("It is not.", ["no"], "", True),  # a yes/no answer without the word
+    ("3h20", ["3 h 20 min"], "", True),  # compound durations
+    ("285.15 K", ["12 °C"], "", True),  # kelvin: "K" is a thousand
+    ("Berlin, Munich", ["Berlin"], "", False),  # two one-word places with a comma read as an apposition ("Berlin, Germany")
+]
+
 
 @pytest.mark.parametrize("answer,golds,question,expected", CASES)
 def test_correct_table(answer, golds, question, expected):
     q = Question("q", question, golds[0], golds[1:])
     got = grade_text(answer, q)["correct"]
     assert got == float(expected), verdict(answer, golds, question).as_dict()
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", KNOWN_LIMITS)
+def test_known_limits(answer, golds, question, expected):
+    """What correct gets wrong, kept visible: each row fails today (strict xfail turns a fix into a test to move)."""
+    q = Question("q", question, golds[0], golds[1:])
+    if grade_text(answer, q)["correct"] != float(expected):
+        pytest.xfail("a known limit of a string grader (README, grading)")
+    raise AssertionError(f"fixed: move {answer!r} into CASES")
 
 
 def test_the_table_is_large_and_two_sided():
@@ -205,7 +517,7 @@ def test_verdict_says_why():
     v = verdict("It is not Apache-2.0", APACHE)
     assert v.denied == ["Apache-2.0"] and v.asserted == []
     v = verdict("Maybe Scott Martens", SCOTT)
-    assert v.offered == ["Scott Martens"] and "offered or denied" in v.reason
+    assert v.offered == ["Scott Martens"] and "only offered, denied" in v.reason
     assert verdict("Scott Martens", SCOTT).as_dict()["correct"] == 1.0
 
 
