@@ -165,7 +165,8 @@ def check(argv: list[str]) -> int:
     why = verdict(part.claim, question.golds, question.question, part.after)
     out = {"correct": grades["correct"], "contains": grades["contains"], "exact_match": grades["exact_match"], "f1": grades["f1"],
            "correct_reason": why.reason, "asserted": why.asserted, "offered": why.offered, "denied": why.denied,
-           "contradicting": why.contradicting, "answer_line": part.line, "claim": part.claim, "answer_part": part.part,
+           "contradicting": why.contradicting, "context": why.context, "answer_line": part.line, "claim": why.claim or part.claim,
+           "answer_part": part.part,
            "golds": question.golds, "grader_version": GRADER_VERSION}
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
@@ -174,10 +175,10 @@ def check(argv: list[str]) -> int:
         value = out[name]
         print(f"{name:<12} {'' if value is None else f'{value:.3f}':<6} {MEANING[name]}")
     print(f"why correct: {why.reason}")
-    for label in ("asserted", "offered", "denied", "contradicting"):
+    for label in ("asserted", "offered", "denied", "contradicting", "context"):
         if out[label]:
             print(f"  {label}: " + "; ".join(out[label]))
-    print(f"claim read: {part.claim!r}")
+    print(f"claim read: {out['claim']!r}")
     return 0
 
 

@@ -3,37 +3,60 @@
 What it reads is the *claim* (grading/answer.py): the answer part's first line, joined with what it
 introduces when it ends in a colon and with the rest of its list when it is a list item (its first
 CLAIM_CHARS characters), and, after it, the values standing alone on lines of their own (an answer
-that lists alternatives line by line offers them all). Then:
+that lists alternatives line by line offers them all). A first line that states nothing (no candidate of
+the gold's kinds, no gold, no negation, hedge or retraction: "Based on the documents, I found the
+following", or a heading that restates the question) introduces the next line, up to PREAMBLE_LINES. Then:
 1. A claim that is raw document markup (HTML tags other than inline emphasis) asserts nothing.
-2. Typed candidates are found in it (grading/candidates.py): licenses, dates, model ids, numbers with
-   their scale and unit or counted noun, people and other named entities. The gold and each alias are
-   read the same way: their candidates are the gold's *parts* ("Little Vell, 1856": a name and a year).
+2. Typed candidates are found in it (grading/candidates.py): licenses, dates (and periods: "Q3 2024",
+   "FY2023"), times of day, model ids, numbers with their scale and unit or counted noun, people and other
+   named entities. The gold and each alias are read the same way: their candidates are the gold's *parts*
+   ("Little Vell, 1856": a name and a year). A gold with an umlaut also stands for it written out.
 3. The claim is cut into clauses at sentence ends, semicolons, colons, commas, brackets, spaced dashes
-   and before "but"/"however"/"whereas"/"although". Each candidate is then
-   - *denied* when a negation covers it: "not", "n't", "never", "no", "neither", "nor", "none",
-     "rather than", "instead of", "other than", "except", "unlike" deny what follows them in their
-     clause ("It is not Apache-2.0"); "not"/"never"/"wrong"/"incorrect"/"false" with nothing after them
-     deny what precedes them ("Apache-2.0 is not right"). "not only", "no later than", "no more than"
+   and before "but"/"however"/"whereas"/"although"; never inside a candidate or a quotation (a quoted
+   title, "DSPy: Not Your Average Prompt Engineering", negates, hedges, asks and ends nothing). Each
+   candidate is then
+   - *denied* when a negation covers it: "not", "n't", "never", "no", "nobody", "nothing", "neither",
+     "nor", "none", "rather than", "instead of", "other than", "except", "unlike" deny what follows them in
+     their clause ("It is not Apache-2.0"); "not"/"never"/"wrong"/"incorrect"/"false" with nothing after them
+     deny what precedes them ("Apache-2.0 is not right"). A negation with an exception asserts the exception
+     ("no author other than Scott Martens", "none other than", "nobody except"). "not only", "no doubt"
      and the like are no negations. A clause that retracts (a lone "no", "wrong", "wait", or one that
-     opens with "actually", "correction", "I mean", "or rather", "scratch that") denies everything before it;
+     opens with "actually", "correction", "I mean", "or rather", "scratch that") denies everything before
+     it; struck-through text (~~X~~, <del>) is denied;
+   - *context* when it is a bound or a total: a date after "before", "after", "by", "until", "no later
+     than"; a number after "more than", "over", "under", "at least", "nearly", "almost"; either followed by
+     "or more", "+", "at the latest"; both ends of "between X and Y" and "from X to Y"; a number after
+     another one and "of"/"out of" ("12 of the 40"). Context neither asserts nor competes. Approximations
+     ("about", "around", "circa", "~") and maxima ("up to", "at most") state the value;
    - *offered* when its clause is a question (ends in "?") or hedged ("maybe", "perhaps", "possibly",
-     "might", "may be", "not sure", "unsure", "uncertain", "unclear", "guess"): it asserts nothing but
-     still competes ("Scott Martens, or maybe Han Xiao" offers two authors);
+     "might", "may be", "not sure", "unsure", "uncertain", "unclear", "guess", "doubt", "unlikely",
+     "someone else"), or follows a hedged lead-in ("Possibly: Scott Martens"): it asserts nothing but still
+     competes ("Scott Martens, or maybe Han Xiao" offers two authors);
    - *asserted* otherwise.
 4. The gold is asserted when an asserted candidate matches each of its parts, in any format the
    candidates read (timestamps, dates in words, SPDX long names, middle initials, "1.04 billion",
-   a more precise number that rounds to the gold, "8,192" for "8K"), or when its tokens (normalize.py)
-   occur in an asserted stretch of the claim.
+   a more precise number that rounds to the gold, "8,192" for "8K", the same measure in another unit to
+   as many significant digits: "126 feet" for 38.4 metres, "53.6 °F" for 12 °C), or when its tokens
+   (normalize.py) occur in the asserted text of the claim.
 5. Nothing may contradict it: every asserted or offered candidate of a kind the golds have (a bare
-   value on a later line is offered) must agree with some gold part. Agreeing means: the same license, model id or date (a coarser date that fits:
-   "April 2024"); the same person (middle initials and order aside) or a part of the name; a number
-   that the gold rounds to ("0.6B" beside "597M") or the same quantity in another unit of the same
-   dimension ("126 feet" beside "38.4 metres"). Numbers compete when they are bare or count the noun
-   the gold's number counts; a number of another unit or noun ("8,192 tokens" beside a parameter
+   value on a later line is offered) must agree with some gold part. Agreeing means: the same license,
+   model id, time or date (a coarser date that fits: "April 2024"; a day inside a gold period); the same
+   person (middle initials, "Jr." and order aside) or a part of the name; a number that the gold rounds
+   to ("0.6B" beside "597M"; a "K" gold is exact: 512 is not "1K") or the same quantity in another unit
+   of the same dimension ("126 feet" beside "38.4 metres"). Numbers compete when they are bare or count
+   the noun the gold's number counts; a number of another unit or noun ("8,192 tokens" beside a parameter
    count) is about something else, and so is one in a clause dated otherwise than the question ("in
-   2023?" - "41,200, up from 36,900 in 2022"). People compete with people, other entities with
-   entities. A candidate whose words repeat the question's is no claim ("the model jina-clip-v2 ...").
-A wrong unit ("38.4 feet" for "38.4 metres") asserts nothing and contradicts the gold.
+   2023?" - "41,200, up from 36,900 in 2022"). A bare year-like number is also a count when it stands
+   alone or is listed with numbers ("768 or 2048"). People compete with people, other entities with
+   entities; any name competes with a name gold when it is a whole item of a list ("- Han Xiao\n-
+   Engineering Group") or joined to the gold by "and", "or", "&", "/", "plus" ("Engineering Group and
+   Scott Martens", "Berlin or Munich"; "et al.", "and others" too); a gold without typed parts ("granite",
+   "v3") competes with short alternatives joined to it the same way ("granite and sandstone"); a name the
+   answer writes in lower case competes with what is joined to it, commas included. A candidate whose words
+   repeat the question's is no claim ("the model jina-clip-v2 ..."). A yes/no gold wants the claim to open
+   with that word (or say only it in a clause), unhedged, and never the other.
+A wrong unit ("38.4 feet" for "38.4 metres") asserts nothing and contradicts the gold; a gold that counts
+things ("12 lighthouses") is not asserted by a measure ("12 km").
 """
 
 from __future__ import annotations
