@@ -378,9 +378,11 @@ def views(text: str) -> str:
     """The normalised text of one tool output in every form searched, joined."""
     out = [lines_of(text)]
     out.append([ln for ln in (" ".join(_GREP_PREFIX.sub("", _READ_PREFIX.sub("", raw)).split()) for raw in text.splitlines()) if ln])
-    inner, _ = _json_inner(text)
-    if inner:
-        out.append(lines_of(inner))
+    unnumbered = "\n".join(_READ_PREFIX.sub("", raw) for raw in text.splitlines())  # a delivered JSON result opened with read
+    for candidate in dict.fromkeys([text, unnumbered]):
+        inner, _ = _json_inner(candidate)
+        if inner:
+            out.append(lines_of(inner))
     return "\x00".join("\n".join(v) for v in out)
 
 

@@ -149,6 +149,23 @@ def test_a_search_output_cut_by_the_cap_still_reads(run):
     assert recall(rd, [(1, "search_dataroom", {"query": "q"}, out)]).recall == 1.0
 
 
+def test_a_delivered_search_result_opened_with_read_and_cut_by_the_cap_still_reads(tmp_path):
+    room = cards(tmp_path)
+    rd = make_run(tmp_path / "s", "r1", dataroom=room)
+    ctx = ToolContext(work=rd / "work", harness=HarnessConfig(), sandbox_mode="none")
+    hits = [{"path": f"dataroom/{name}", "chunk": 0, "score": 0.5, "text": (room / name).read_text()}
+            for name in ("jina-reranker-v3.md", "jina-embeddings-v3.md")]
+    (rd / "work" / "results").mkdir()
+    (rd / "work" / "results" / "1-search_dataroom.txt").write_text(json.dumps({"results": hits}))  # JSON: quotes escaped
+    opened = _text(builtins.read(ctx, "results/1-search_dataroom.txt"))
+    cut = opened[: opened.index("dataroom/jina-embeddings-v3")]  # the output cap cut the one long line: no JSON any more
+    assert '\\"CC-BY-NC-4.0\\"' in cut
+    events = [*call(1, "search_dataroom", {"query": "q"}, "Result written to results/1-search_dataroom.txt", "c1"),
+              *call(1, "read", {"path": "results/1-search_dataroom.txt"}, cut + "\n[output truncated: 9999 characters in all]", "c2")]
+    ev = graded(rd, events, gold=["jina-reranker-v3.md"], golds=["CC-BY-NC-4.0"])
+    assert ev.recall == 1.0 and ev.tools == ["read"]
+
+
 def test_bash_cat_sed_and_nl(run):
     rd, _ = run
     text = (DATAROOM / GOLD).read_text()
