@@ -116,6 +116,9 @@ _NOT_UNTIL = re.compile(r"\bnot\s+until\s*$", re.IGNORECASE)  # "not until 1856"
 _RANGE_FIRST = re.compile(r"\bbetween\s*$", re.IGNORECASE)
 _POST_BOUND = re.compile(r"\s*(?:\+(?!\w)|or\s+(?:more|less|fewer|higher|lower|greater|later|earlier|above|below|over|under|before|after)\b"
                          r"|and\s+(?:up|above|over|more|later|earlier|beyond)\b|at\s+(?:the\s+)?(?:least|most|latest|earliest)\b)", re.IGNORECASE)
+_LOWER_FIRST = re.compile(r"no\s+(?:earlier|sooner|less|fewer)|not\s+before|at\s+least|earliest", re.IGNORECASE)
+_UPPER = re.compile(r"less|fewer|lower|smaller|under|below|nearly|almost|quite|close|shy|no\s+more|no\s+later|[<\u2264]|before|\bby\b|"
+                    r"until|till|prior|earlier|not\s+after|latest|most", re.IGNORECASE)
 _FROM = re.compile(r"\bfrom\s*$", re.IGNORECASE)
 _TO = re.compile(r"\s*(?:to|until|till|through|-|\u2013)\s", re.IGNORECASE)
 _RANGE_SECOND = re.compile(r"\b(?:between|from)\s+\S[^;:!?]{0,60}?\s*(?:and|to|until|till|-|\u2013)\s*$", re.IGNORECASE)
@@ -266,6 +269,9 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     other_date = _about_another_date(found, clauses, question)
     v.contradicting = [c.text for c in found if status[id(c)] in ("asserted", "offered") and gold.competes(c, nouns)
                        and not gold.agrees(c) and not _echo(c, q_tokens) and not other_date(c)]
+    for c in found:  # a bound or total the gold breaks is another answer ("35%, or more than 40%")
+        if status[id(c)] == "context" and gold.competes(c, nouns) and not _within(c, _context(c, masked, found), gold):
+            v.contradicting.append(c.text)
     if gold_hit is not None and (gold.names or gold.untyped):  # alternatives joined to the gold ("Berlin or Munich")
         v.contradicting += [t for t in _coordinated(line, spans, found, status, gold, lowercase=textual_only, q_tokens=q_tokens)
                             if t not in v.contradicting]
@@ -406,22 +412,60 @@ def _status(c: Candidate, line: str, masked: str, clauses: list[Clause], denied:
     return "offered" if cl.question or cl.hedged else "asserted"
 
 
-def _context(c: Candidate, masked: str, found: list[Candidate]) -> bool:
-    """A bound ("before 2024-04-16", "more than 35%", "between 12 and 15") or a total ("12 of the 40") states no value."""
+def _context(c: Candidate, masked: str, found: list[Candidate]) -> Optional[str]:
+    """How a bound or a total states no value: "min" ("more than 35%", "after 2024-04-16", the low end of "between 12 and 15"),
+    "max" ("before 2024-04-16", "35% or less", the high end of a range, "12 of the 40": a total), or None (a value)."""
     before, after = masked[max(0, c.start - 80):c.start], masked[c.end:c.end + 20]
+    if c.kind not in ("number", "date", "time"):
+        return None
     if _FROM.search(before) and _TO.match(after):
-        return True  # "from 2024-04-16 to 2024-04-18", "from 12 to 15": a range
-    if c.kind in ("number", "date", "time") and _POST_BOUND.match(after):
-        return True  # "35% or more", "2024-04-16 at the latest"
-    if c.kind in ("date", "time") and not _NOT_UNTIL.search(before) and (_BOUND_DATE.search(before) or _RANGE_FIRST.search(before)
-                                                                          or _RANGE_SECOND.search(before)):
-        return True
-    if c.kind != "number":
-        return False
-    if _BOUND_NUMBER.search(before) or _RANGE_FIRST.search(before) or _RANGE_SECOND.search(before):
-        return True
+        return "min"  # "from 2024-04-16 to 2024-04-18", "from 12 to 15": a range
+    if (post := _POST_BOUND.match(after)):
+        return _side(post[0])  # "35% or more", "2024-04-16 at the latest"
+    if _RANGE_FIRST.search(before):
+        return "min"
+    if _RANGE_SECOND.search(before):
+        return "max"
+    if c.kind in ("date", "time"):
+        if not _NOT_UNTIL.search(before) and (m := _BOUND_DATE.search(before)):
+            strict = re.match(r"\s*(?:before|after|earlier\s+than|later\s+than)", m[0], re.IGNORECASE)
+            return _side(m[0]) + ("<" if strict else "")
+        return None
+    if (m := _BOUND_NUMBER.search(before)):
+        return _side(m[0])
     prev = [d for d in found if d.kind == "number" and d.end <= c.start and c.start - d.end <= 12]
-    return bool(prev) and bool(_DENOMINATOR.search(masked[prev[-1].end:c.start]))
+    return "max" if prev and _DENOMINATOR.search(masked[prev[-1].end:c.start]) else None
+
+
+def _side(bound: str) -> str:
+    return "min" if _LOWER_FIRST.search(bound) or not _UPPER.search(bound) else "max"
+
+
+def _within(c: Candidate, side: str, gold: "Gold") -> bool:
+    """A bound the gold satisfies ("more than 30%" beside 35%); one it breaks ("more than 40%") contradicts it."""
+    for p in gold.views:
+        if p.kind != c.kind:
+            continue
+        if c.kind == "number":
+            q, gq = c.value, p.value
+            unit = gq.unit or (next(iter(gold.units)) if len(gold.units) == 1 else None)
+            for cr in q.readings:
+                b = cand.convert(cr, q.unit, unit) if q.unit and unit and q.unit != unit else cr
+                if b is None:
+                    return True  # another dimension: no bound of the gold
+                tol = _half_ulp(cr) * abs(cand.scale_of(q.unit, unit) or 1) if q.unit and unit and q.unit != unit else _half_ulp(cr)
+                if any((gr >= b - tol) if side.startswith("min") else (gr <= b + tol) for gr in gq.readings):
+                    return True
+            return False
+        if c.kind == "date":
+            pairs = [(cv, gv) for cv, gv in zip(c.value, p.value) if isinstance(cv, int) and isinstance(gv, int)]
+            n = next((i for i, (cv, gv) in enumerate(zip(c.value, p.value)) if not (isinstance(cv, int) and isinstance(gv, int))), 3)
+            b, g = tuple(x for x, _ in pairs[:n]), tuple(y for _, y in pairs[:n])
+            if side.endswith("<"):  # "before 2024": 2023 at the latest
+                return (g > b) if side.startswith("min") else (g < b)
+            return (g >= b) if side == "min" else (g <= b)
+        return True
+    return True
 
 
 def _asserted_mask(line: str, clauses: list[Clause], denied: list[tuple[int, int]]) -> str:
