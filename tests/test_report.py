@@ -247,3 +247,17 @@ def test_generic_figures_follow_the_axes_that_vary(tmp_path):
             _with_tools(rd, grep_only)
     assert "the tool selection, not the run, decides" in applies(load([grep_only_room]), "grep_vs_dense")
     assert "![grep_vs_dense](grep_vs_dense.png)" in summary
+
+
+def test_a_context_without_the_reference_level_compares_against_its_lowest_level():
+    """control-dense (the lowest model) left out under tools=none: the other models there are still compared."""
+    from searchbox.analysis import comparisons
+
+    rows = [{"run_id": f"{m}-{t}-{q}", "question_id": q, "model": m, "tools": t, "correct": float(m != "smollm")}
+            for m in ("control-dense", "control-keyword", "smollm") for t in ("high", "none") for q in ("q1", "q2")
+            if not (m == "control-dense" and t == "none")]
+    pairs = comparisons(pd.DataFrame(rows), "correct", conds=["tools", "model"])
+    none = pairs[(pairs["vary"] == "model") & (pairs["context"] == "tools=none")]
+    assert list(zip(none["a"], none["b"])) == [("model=smollm", "model=control-keyword")] and none["diff"].iloc[0] == -1.0
+    high = pairs[(pairs["vary"] == "model") & (pairs["context"] == "tools=high")]
+    assert set(high["b"]) == {"model=control-dense"} and len(high) == 2

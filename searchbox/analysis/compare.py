@@ -109,9 +109,10 @@ def _levels(series: pd.Series) -> list:
 
 def comparisons(runs: pd.DataFrame, grader: str = "correct", design: Optional[Iterable[str]] = None, n_boot: int = N_BOOT,
                 conds: Optional[list[str]] = None) -> pd.DataFrame:
-    """For each condition column, each level against a reference (tools=none, else the lowest), every other
-    condition held fixed: one paired comparison per row, every one of them (a pair whose arms share no graded
-    question is a row with n_questions 0, not left out). A level absent from a context is no comparison."""
+    """For each condition column, each level against a reference (tools=none, else the lowest; in a context that
+    lacks it, the lowest level there), every other condition held fixed: one paired comparison per row, every one
+    of them (a pair whose arms share no graded question is a row with n_questions 0, not left out). A level absent
+    from a context is no comparison."""
     if runs.empty or grader not in runs.columns or "question_id" not in runs.columns:
         return pd.DataFrame(columns=COLUMNS)
     conds = conds if conds is not None else conditions(runs, design)
@@ -122,11 +123,11 @@ def comparisons(runs: pd.DataFrame, grader: str = "correct", design: Optional[It
         others = [c for c in conds if c != col]
         for context, group in cells(runs, others):
             present = set(_keys(group[col]))
-            if value_key(ref) not in present:
-                continue
+            # the reference left out here (a control that could not act under tools=none): the lowest level present
+            here = ref if value_key(ref) in present else next((lv for lv in levels if value_key(lv) in present), None)
             for level in levels:
-                if level == ref or value_key(level) not in present:
+                if here is None or level == here or value_key(level) not in present:
                     continue
-                res = paired_comparison(runs, grader, {**context, col: level}, {**context, col: ref}, design, n_boot=n_boot, conds=conds)
-                rows.append({**res, "vary": col, "context": label(context), "a": f"{col}={level}", "b": f"{col}={ref}"})
+                res = paired_comparison(runs, grader, {**context, col: level}, {**context, col: here}, design, n_boot=n_boot, conds=conds)
+                rows.append({**res, "vary": col, "context": label(context), "a": f"{col}={level}", "b": f"{col}={here}"})
     return pd.DataFrame(rows, columns=COLUMNS)

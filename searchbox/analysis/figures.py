@@ -38,8 +38,12 @@ def _empty(fig: Figure, what: str) -> Figure:
     return fig
 
 
+def _ncols(n: int) -> int:
+    return 2 if n == 4 else min(3, max(1, n))  # four panels as 2 x 2, not 3 + 1
+
+
 def _grid(fig: Figure, n: int, sharey: bool = True) -> list:
-    ncols = min(3, max(1, n))
+    ncols = _ncols(n)
     axes = fig.subplots(math.ceil(n / ncols), ncols, squeeze=False, sharey=sharey).ravel()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -47,7 +51,7 @@ def _grid(fig: Figure, n: int, sharey: bool = True) -> list:
 
 
 def _figure(n_panels: int, width: float = 4.6, height: float = 3.6) -> Figure:
-    ncols = min(3, max(1, n_panels))
+    ncols = _ncols(n_panels)
     return Figure(figsize=(width * ncols, height * math.ceil(max(1, n_panels) / ncols) + 0.6), layout="constrained")
 
 
