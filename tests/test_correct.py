@@ -213,6 +213,15 @@ CASES += [
     ("Engineering Group\nScott Martens", ["Engineering Group"], "", False),
     ("Scott Martens wrote it; Jina AI published it.", S, "", True),  # prose after a semicolon is no list item
     ("Scott Martens is not the author.", S, "", False),
+    ("Scott Martens (not)", S, "", False),  # a lone "not" takes back what came before
+    ("Scott Martens - NOT", S, "", False),
+    ("Scott Martens. Just kidding, Han Xiao.", S, "", False),
+    ("Scott Martens (allegedly)", S, "", False),
+    ("Scott Martens and han xiao", S, "", False),  # a lower-case name beside a capitalised gold
+    ("The author is Scott Martens and nobody else.", S, "", True),
+    ("Written by Scott Martens and published in 2024.", S, "", True),
+    ("No one but Han Xiao or Scott Martens", S, "", False),
+    ("I have no idea, other than perhaps Scott Martens", S, "", False),
     ("Not Scott Martens.", S, "", False),
     ("It wasn't written by Scott Martens.", S, "", False),
     ("Nobody named Scott Martens wrote it.", S, "", False),
@@ -241,6 +250,10 @@ CASES += [
     ('The author of "DSPy: Not Your Average Prompt Engineering" is Han Xiao.', H, DSPY_Q, True),
     ('The author of "DSPy: Not Your Average Prompt Engineering" is Scott Martens.', H, DSPY_Q, False),
     ('Han Xiao wrote "Is Romance Generative AI\'s Killer App? We Hope Not".', H, ROMANCE_Q, True),
+    ('It is "not" Apache-2.0', APACHE, "", False),  # scare quotes around a negation are no title
+    ('It is "not under the Apache" license', APACHE, "", False),
+    ('The author is "Han Xiao and Scott Martens"', S, "", False),  # names inside a title that is no echo still compete
+    ('Han Xiao wrote "Why Not Both? A Study".', H, "", True),  # a capitalised title of three words or more negates nothing
     ('"No. You Can\'t Use Reranker to Improve SEO" was written by Han Xiao.', H,
      'Who is the author of the article "No. You Can\'t Use Reranker to Improve SEO"?', True),
     # ---- dates: bounds, ranges, approximations, periods ----
@@ -466,6 +479,7 @@ CASES += [
     ("Yes (or no)", ["yes"], "", False),
     ("Yes\n\nNo", ["yes"], "", False),
     ("Yes. Actually, no.", ["yes"], "", False),
+    ("Yes. Just kidding, no.", ["yes"], "", False),
     ("Yes, maybe.", ["yes"], "", False),
     ("Maybe yes.", ["yes"], "", False),
     ("No", ["yes"], "", False),

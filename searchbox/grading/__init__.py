@@ -3,10 +3,12 @@
 `grade(run_dir, question, judge)` reads only what the run left (work/ANSWER.md through safefs,
 trace.jsonl, work/dataroom), so `python -m searchbox.grade` can redo it at any time. What each grade means:
 - `correct` (the primary grade): the answer line asserts the gold (or an alias) and nothing contradicting it
-  (grading/correct.py: negated, retracted, hedged, several candidates of the gold's type, a wrong unit all fail);
-- `contains` (the lenient grade): the gold's tokens occur somewhere in the answer part, whatever else it says;
-- `exact_match`: the answer line's tokens are exactly a gold's;
-- `f1`: the best token F1 of the answer line against a gold;
+  (grading/correct.py: negated, retracted, hedged, a bound, several candidates of the gold's type, a wrong unit all
+  fail; the claim is read by grading/claim.py, its typed values found by candidates.py and compared by values.py);
+- `contains` (the lenient grade): counts an answer whose answer part holds a gold's tokens, contiguous and in order,
+  whatever else it says;
+- `exact_match`: counts an answer whose answer line's tokens are exactly a gold's (or one of its written forms);
+- `f1`: the best token F1 of the answer line against a gold (partial credit for overlapping tokens);
 - `judge`: an LLM judge's CORRECT/INCORRECT on the answer part (optional; preferred when configured);
 - `evidence_recall` and the other evidence_* fields: see searchbox/evidence.py.
 Normalisation (tokens, dates, units, licenses, names) for all of them: grading/normalize.py. A grade
