@@ -70,7 +70,7 @@ def _bars(ax, table: pd.DataFrame, groups: list[str], combos: list[tuple[str, st
                hatch=HARNESS_HATCH.get(harness, ".."), edgecolor="white", linewidth=0.5, label=f"{harness}, tools={tier}")
         for x, text in zip(xs, ns):
             ax.text(x, 0.0, text, ha="center", va="bottom", fontsize=5, rotation=90, color="#222222")
-    ax.set_xticks(np.arange(len(keyed)), [label(k, "\n") if k else "all runs" for k, _ in keyed], fontsize=7)
+    ax.set_xticks(np.arange(len(keyed)), [label(k, "\n") if k else "all runs" for k, _ in keyed], fontsize=6, rotation=20, ha="right")
     if groups:
         ax.set_xlabel(" x ".join(groups), fontsize=8)
     ax.set_ylim(0, 1.05 if unit_range else max(1.0, top * 1.15))
@@ -100,7 +100,7 @@ def harness_effect(frames: Frames, grader: Optional[str] = None) -> Figure:
         tables.append((table, name, unit, [c for c in table.columns if c not in TABLE_END and c not in ("harness", "tools")]))
     groups = tables[0][3]
     n_groups = max(1, len(cells(tables[0][0], groups)))
-    width = max(4.2, 0.24 * n_groups * len(combos) + 1.4)
+    width = max(4.2, 0.2 * n_groups * len(combos) + 1.2)
     fig = Figure(figsize=(width * len(panels) + 0.5, 5.0), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (table, name, unit, grp) in zip(axes, tables):
