@@ -294,13 +294,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     preset_blas_env()  # before numpy and torch load their pools
     sigterm_as_interrupt()
     args = _parser().parse_args(argv)
-    with showing():  # an index build, before the run or inside it, shows a progress bar
+    with showing():  # an index build inside the run (its first dense search, on a new dataroom) shows a progress bar
         return _main(args)
 
 
 def _main(args: argparse.Namespace) -> int:
-    from .index.ready import ensure as ensure_index
-
     if args.resume is not None:
         record = read_record(args.resume) if (args.resume / "run_meta.json").exists() else None
         cfg = RunConfig.from_dict(record.config) if record else RunConfig()
@@ -322,7 +320,6 @@ def _main(args: argparse.Namespace) -> int:
         dataroom = args.dataroom or packaged_corpus()
         dataroom_identity(dataroom)  # refuse an unreadable input before starting a server
         prepare_out(out, args.overwrite)
-        ensure_index(cfg, dataroom)  # before the model starts, on every core: the first search finds it built
         _apply_thread_plan(cfg, args.endpoint)
         with endpoint_for(cfg, args.endpoint) as url:
             meta = execute(cfg, args.question, dataroom, out, url)

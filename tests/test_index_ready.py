@@ -155,3 +155,18 @@ def test_a_sweep_whose_tools_search_no_index_builds_none(tmp_path, isolated_home
         out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0 and "building the index" not in out, out[-3000:]
     assert not list(isolated_home.glob("indexes/*"))
+
+
+def test_the_run_cli_shows_an_index_build(tmp_path):
+    """A run whose first search builds its dataroom's index says so on stderr (a bar on a terminal, lines here)."""
+    import subprocess
+    import sys
+
+    with ScriptedServer([SEARCH, {"content": "38.4 metres"}]) as srv:
+        proc = subprocess.run([sys.executable, "-m", "searchbox.run", "How tall is Gannet Rock?", str(builtin_dataroom()), "--tools", "high",
+                               "--sandbox", "none", "--out", str(tmp_path / "r"), "--endpoint", srv.url],
+                              capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[index] building the index: 7 chunks to embed" in proc.stderr and "[index] embedded 7 chunks in" in proc.stderr
+    meta = json.loads((tmp_path / "r" / "run_meta.json").read_text())
+    assert meta["retrieval"]["index"]["built"] is True and meta["retrieval"]["searches"] == 1
