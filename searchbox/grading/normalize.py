@@ -175,11 +175,13 @@ def number_words(text: str) -> list[tuple[int, int, Decimal, bool]]:
     """Runs of English number words: (start, end, value, lone) where lone marks a bare "one" (a pronoun as often as a count).
     Compounds read whole ("twenty-one", "one hundred and five", "two thousand and five", "a million"); a scale word alone
     ("million", "hundreds") or "a" alone is no number."""
-    out = []
+    out: list[tuple[int, int, Decimal, bool]] = []
+    if not _ANY_NUMBER_WORD.search(text or ""):
+        return out
     words = [(m.start(), m.end(), m[0].casefold()) for m in _WORD_AT.finditer(text or "")]
     i = 0
     while i < len(words):
-        got = _number_run(text, words, i)
+        got = _number_run(text, words, i) if words[i][2] in _RUN_STARTS else None
         if got is None:
             i += 1
             continue
@@ -191,6 +193,11 @@ def number_words(text: str) -> list[tuple[int, int, Decimal, bool]]:
         out.append((start, end, value, j - i == 1 and words[i][2] == "one"))
         i = j
     return out
+
+
+_RUN_STARTS = frozenset([*ONES, *TENS, "a"])
+_ANY_NUMBER_WORD = re.compile(rf"\b(?:{'|'.join([*ONES, *TENS, 'hundred', *SCALES])})\b", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 
 
 def _number_run(text: str, words: list, i: int):
@@ -250,7 +257,9 @@ def find_dates(text: str) -> list[tuple[int, int, tuple[int, int | str, int | No
     a period of a year has the period's name for its month ("q3", "h1", "fy", "mid", "summer": see PERIODS).
     Impossible dates (month 13, day 32) are no dates."""
     text = text or ""
-    found: list[tuple[int, int, tuple[int, int, int | None]]] = []
+    found: list[tuple[int, int, tuple[int, int | str, int | None]]] = []
+    if not _DIGIT.search(text):
+        return found  # every date has a year in digits
     taken = bytearray(len(text))  # linear in the text however many dates it holds
 
     def add(m: re.Match, value: tuple[int, int, int | None]) -> None:
