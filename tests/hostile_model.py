@@ -240,3 +240,17 @@ def huge_claim(tmp: Path) -> str:
     g = grade_text(text, Question("q", "?", "Han Xiao"))
     held(g["correct"] in (0.0, 1.0) and g["contains"] in (0.0, 1.0), f"grades {g['correct']}, {g['contains']}")
     return f"graded: correct {g['correct']}, contains {g['contains']} (the claim is read up to its first 2,000 characters)"
+
+
+@attempt("answer", "an ANSWER.md that games correct itself: bounds, struck text, scare quotes, names of two kinds, year-like counts, exact K")
+def gamed_correct(tmp: Path) -> str:
+    from searchbox.grading import Question, grade_text
+
+    games = [("35%, or more than 40%", "35%"), ("Engineering Group and Scott Martens", "Scott Martens"), ("768 or 2048", "768"),
+             ("1K or 512", "1K"), ("- Han Xiao\n- Engineering Group", "Han Xiao"), ('It is "not" Apache-2.0', "Apache-2.0"),
+             ("~~Scott Martens~~ Han Xiao", "Scott Martens"), ("Before 2024-04-16.", "2024-04-16"), ("Berlin or Munich", "Berlin"),
+             ("scott martens and han xiao", "Scott Martens"), ("Yes (or no)", "yes"), ("Possibly:\n- Scott Martens", "Scott Martens"),
+             ("120 m", "120 m²"), ("$1.2 billion", "$1.2 million")]
+    won = [answer for answer, gold in games if grade_text(answer, Question("q", "?", gold))["correct"] != 0.0]
+    held(not won, f"correct credited: {won}")
+    return f"correct 0 on all {len(games)}"
