@@ -333,6 +333,9 @@ def load(path: Path) -> list[Built]:
             continue
         try:
             raw = json.loads(line)
+            for key in ("aliases", "gold_files"):
+                if not isinstance(raw.get(key) or [], list):
+                    raise TypeError(f"{key} must be a list, not {type(raw[key]).__name__}")
             q = Built(str(raw["id"]), str(raw["question"]), str(raw.get("answer") or ""), [str(a) for a in raw.get("aliases") or []],
                       [str(g) for g in raw.get("gold_files") or []], str(raw.get("type") or ""), str(raw.get("template") or ""))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

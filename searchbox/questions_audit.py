@@ -3,18 +3,21 @@
 Every check reads the documents as the grader does, through `searchbox.grading.normalize.tokens` (a gold
 "occurs" in a line when its tokens occur there, contiguous and in order, like the `contains` grade):
 
-- the gold (answer or an alias) occurs in the question's gold files, which exist in the corpus (except for the
-  types whose answer is worked out rather than stated: aggregate, aggregation, count, comparison);
+- the gold (answer or an alias) occurs in the question's gold files, which exist in the corpus, in a line that states
+  it rather than denies it (the grader's primary grade reads the line: "38.4 metres, not 41 metres" denies 41 metres),
+  except where the answer is worked out rather than stated (aggregate, aggregation, count, comparison, yes/no);
 - the question does not hold its own answer;
 - a multi-hop question (type "multi-hop") has two gold files, and exactly one of them holds the answer (the *answer file*; the
   other is the bridge): with the answer in both, either document alone answers it;
 - no shortcut past the bridge: the answer file does not name the question's entity (one grep for the name
   the question gives would land on it), and the question does not name the answer file's own subject
-  (its model_name, title or file name);
+  (its model_name, title or file name); the question's names are its quoted titles, identifier-like words and runs
+  of capitalised words ("Skerrow Point");
 - one value per field: the documents about the answer's subject (the answer file and, for a model card,
   its release blog post and the other gold files where they name the model) give one value for the field
   asked (a card's release date vs its announcement post's date; a front-matter "137M" vs "161 million
-  parameters" in the text).
+  parameters" in the text); for an answer that is a measurement (a number and a unit), no sentence of a gold file
+  about the question's subject states another amount in that unit ("41 metres" in a guidebook).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ REASONS = {  # id -> what it means, in the order the table lists them
     "duplicate_id": "another question has the same id",
     "no_gold_files": "names no gold file, so nothing can be checked",
     "missing_gold_file": "a gold file is not in the corpus",
-    "gold_not_in_files": "no gold (answer or alias) occurs in its gold files",
+    "gold_not_in_files": "no gold (answer or alias) is stated in its gold files (absent, or only denied)",
     "answer_in_question": "the question holds its own answer",
     "multi_hop_one_file": "multi-hop with fewer than two gold files",
     "answer_in_both_hops": "more than one gold file holds the answer: either document alone answers it",
@@ -42,7 +45,8 @@ REASONS = {  # id -> what it means, in the order the table lists them
     "several_values": "the documents about the answer's subject give more than one value for the field",
 }
 LINE_BREAK = "qqsearchboxlinebreakqq"  # a word that tokenises to itself and that no gold holds
-DERIVED = frozenset({"aggregate", "aggregation", "count", "comparison"})  # types whose answer is worked out, not stated
+DERIVED = frozenset({"aggregate", "aggregation", "count", "comparison", "yes-no", "yes/no", "boolean"})  # answers worked out, not stated
+POLAR = ({"yes"}, {"no"})  # a yes/no answer is worked out whatever the question's type says
 FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
 FIELDS_BY_TEMPLATE = {"card_release_date": "release_date", "successor_release_date": "release_date", "card_parameters": "parameter_size",
                       "post_to_card_parameters": "parameter_size", "successor_parameters": "parameter_size"}
@@ -52,6 +56,7 @@ FIELDS_BY_WORDS = (("license", re.compile(r"\blicen[cs]", re.I)), ("parameter_si
                    ("release_date", re.compile(r"\breleas", re.I)))  # first match wins: "Under which license is M released?" asks the license
 PARAMS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(million|billion|thousand|[MBK])\b[\s-]*(?:parameters?|params)\b", re.I)
 QUOTED = re.compile(r'"([^"]{3,})"|“([^”]{3,})”|(?<!\w)\'([^\']{3,})\'(?!\w)')
+QUESTION_WORDS = frozenset("what which who whom whose when where why how on in of for the a an is are was were did does do".split())
 IDENT = re.compile(r"[A-Za-z0-9][\w.-]*\w")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 COMPARED = re.compile(r"\b(?:than|under|over|up to|below|above|at most|at least|to)\s*~?\s*$", re.I)
@@ -150,11 +155,20 @@ def occurs_in(text: str, phrases: Iterable[str]) -> bool:
 
 
 def entities(question: str) -> list[str]:
-    """The names a question gives: quoted titles, and identifier-like words (with a digit or an inner hyphen)."""
+    """The names a question gives: quoted titles, identifier-like words (with a digit or an inner hyphen), and runs of
+    capitalised words after the first word ("Skerrow Point")."""
     quoted = [next(g for g in m.groups() if g) for m in QUOTED.finditer(question)]
     rest = QUOTED.sub(" ", question)
     idents = [w for w in IDENT.findall(rest) if len(w) >= 4 and (re.search(r"\d", w) or "-" in w.strip("-"))]
-    return list(dict.fromkeys(quoted + idents))
+    names, run = [], []
+    for m in [*re.finditer(r"[\w'-]+", rest), None]:
+        initial = m is not None and (not rest[: m.start()].strip() or rest[: m.start()].rstrip()[-1] in ".?!:")
+        if m is not None and m[0][:1].isupper() and not initial and m[0].lower() not in QUESTION_WORDS:
+            run.append(m[0])
+        elif run:
+            names.append(" ".join(run))
+            run = []
+    return list(dict.fromkeys(quoted + idents + names))
 
 
 def subject_names(corpus: Corpus, path: str) -> list[str]:
@@ -279,9 +293,11 @@ def audit_one(q: AuditedQuestion, corpus: Corpus) -> Finding:
     if missing:
         f.fail("missing_gold_file", ", ".join(missing))
     present = [g for g in q.gold_files if g in corpus.texts]
-    holding = [g for g in present if corpus.occurs(g, golds)]
-    if not holding and present and q.type not in DERIVED:
-        f.fail("gold_not_in_files", f"{q.answer!r} in none of {', '.join(present)}")
+    derived = q.type in DERIVED or set(tokens(q.answer)) in POLAR
+    holding = [g for g in present if corpus.occurs(g, golds) and asserts(corpus, g, golds)]
+    if not holding and present and not derived:
+        denied = [g for g in present if corpus.occurs(g, golds)]
+        f.fail("gold_not_in_files", f"{q.answer!r} " + (f"only denied in {', '.join(denied)}" if denied else f"in none of {', '.join(present)}"))
     if occurs_in(q.question, golds):
         f.fail("answer_in_question", repr(q.answer))
     multi = q.type == "multi-hop"
@@ -297,11 +313,45 @@ def audit_one(q: AuditedQuestion, corpus: Corpus) -> Finding:
         subject = [n for n in subject_names(corpus, answer_file) if len(tokens(n)) > 1 and occurs_in(q.question, [n])]
         if subject:
             f.fail("question_names_answer_file", f"{subject[0]!r} ({answer_file})")
-    if len(holding) == 1 or (holding and not multi and q.type not in DERIVED):
+    if len(holding) == 1 or (holding and not multi and not derived):
         values = field_values(corpus, q, holding[-1])
         if other := disagreeing(values):
             f.fail("several_values", f"{values[0].written} ({values[0].where}) vs " + "; ".join(f"{v.written} ({v.where})" for v in other))
+        elif other := measures_disagreeing(corpus, q, golds, present):
+            f.fail("several_values", f"{q.answer} vs " + "; ".join(other))
     return f
+
+
+def asserts(corpus: Corpus, path: str, golds: list[str]) -> bool:
+    """Some line of the file states a gold, not only denies it ("38.4 metres, not 41 metres" denies 41 metres), as the grader's
+    primary grade reads a claim."""
+    from .grading.correct import verdict
+    from .grading.normalize import contains
+
+    for line in corpus.texts.get(path, "").splitlines():
+        if line.strip() and contains(line, golds) == 1.0:
+            v = verdict(line, golds)
+            if not v.denied or any(contains(a, golds) == 1.0 for a in v.asserted) or not any(contains(d, golds) == 1.0 for d in v.denied):
+                return True
+    return False
+
+
+def measures_disagreeing(corpus: Corpus, q: AuditedQuestion, golds: list[str], files: list[str]) -> list[str]:
+    """A measurement answer (a number and a unit): other amounts in that unit that sentences of the gold files about the
+    question's subject state ("41 metres" in a guidebook against a survey's "38.4 metres")."""
+    gold = tokens(q.answer)
+    if len(gold) != 2 or not re.fullmatch(r"-?\d+(?:\.\d+)?", gold[0]):
+        return []
+    names = [e for e in entities(q.question)]
+    out = []
+    for path in files:
+        body = FRONT_MATTER.sub("", corpus.texts.get(path, ""), count=1)
+        for sentence in (s for ln in body.splitlines() for s in SENTENCE.split(ln)):
+            if occurs_in(sentence, golds) or not (names and occurs_in(sentence, names)):
+                continue  # a sentence that states the answer (or denies others beside it), or is about something else
+            toks = tokens(sentence)
+            out += [f"{a} {u} ({path})" for a, u in zip(toks, toks[1:]) if u == gold[1] and a != gold[0] and re.fullmatch(r"-?\d+(?:\.\d+)?", a)]
+    return list(dict.fromkeys(out))
 
 
 def audit(questions: list[AuditedQuestion], corpus: Corpus) -> list[Finding]:
