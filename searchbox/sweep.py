@@ -457,11 +457,12 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 counts["skipped"] += 1
             else:
                 todo.append((q, key))
+        if todo:  # before the pace clock starts, on every core while the model idles, before the thread plan applies
+            prepare_index(cfg, dataroom)
         progress = Progress(sweep_dir, job_num, keys)
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions, keys)})
         if not todo:
             return counts
-        prepare_index(cfg, dataroom)  # every core of the machine while the model idles, before the thread plan applies
         if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
             plan = dataclasses.replace(plan, runs=max(1, math.ceil(pool.total_slots / plan.jobs)))  # slots as the servers report them
         threads.apply(plan)
