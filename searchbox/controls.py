@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Optional
 
+from . import markup
 from .config import ModelConfig
 from .errors import ConfigError
 from .llm import Response, Usage
@@ -63,13 +64,6 @@ FIELD = re.compile(r"^([A-Za-z_][\w-]*):\s*(.*)$")
 ISO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})T\d{2}:\d{2}")
 MODEL_NAME = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9.]*[A-Za-z0-9])+(?![\w-])")  # jina-clip-v2, ReaderLM-v2
 RX_META = re.compile(r"([\\.^$*+?()\[\]{}|])")
-# markup that is no sentence of the document: bookmark cards (another page's title, description, author and
-# publisher), figures and scripts; then any other tag, markdown images and link targets
-BOOKMARK = re.compile(r"<figure[^>]*kg-bookmark-card.*?</figure>|<script.*?</script>|<style.*?</style>", re.DOTALL | re.IGNORECASE)
-TAG = re.compile(r"<[^>\n]*>")
-IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
-LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&nbsp;": " "}
 
 
 # ---- the reader ------------------------------------------------------------------------------
@@ -139,14 +133,8 @@ def scoring_stems(question: str) -> set[str]:
 
 
 def strip_markup(body: str) -> str:
-    """A document body as prose: bookmark cards, figures and scripts dropped; tags, images and link targets removed."""
-    body = BOOKMARK.sub("\n", body)
-    body = IMAGE.sub(" ", body)
-    body = LINK.sub(r"\1", body)
-    body = TAG.sub(" ", body)
-    for entity, char in ENTITIES.items():
-        body = body.replace(entity, char)
-    return body
+    """A document body as prose (searchbox.markup: bookmark cards about another page dropped, tags and link targets removed)."""
+    return markup.strip(body)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,12 @@ One definition for every tier, read from what the agent received (the tool messa
 
 - A gold file's *answer-bearing passages* are where the gold answer or an alias occurs in it under the
   grader's normalisation (`searchbox.grading.normalize.contains`): on each such line, the shortest run of
-  words that holds it (an *occurrence*). A gold file in which no gold occurs is *unmeasured*: a bridge
-  document of a multi-hop question, or a gold the builder did not find, is left out of the ratio.
+  words that holds it (an *occurrence*). Not an occurrence: one inside a name (a file's or a model's:
+  "jx-two-1.5b" spells 1.5B) that is not itself a gold, and one in a block that is not the document's own
+  text (a bookmark card about another page, whose author or publisher is not this document's; see
+  searchbox.markup). A gold file in which no gold occurs is *unmeasured*: a bridge document of a multi-hop
+  question, or a gold the builder did not find, is left out of the ratio. A gold file the run's copy lost
+  (removed by the agent without a sandbox) is read from the dataroom the run was given: missed, not unmeasured.
 - An occurrence is *shown* by a tool output when the output holds it together with at least CONTEXT_CHARS
   more characters of its own line, on either side (or the whole line, when the line is shorter): enough of
   the line to say which line it is. What else is needed depends on whether the output names its file:
@@ -16,7 +20,9 @@ One definition for every tier, read from what the agent received (the tool messa
     *distinctive*: found in no other dataroom file and no dataroom path (else, the answer line with its
     neighbouring lines, up to MAX_RADIUS on a side, widened until distinctive).
 - Never evidence: a `read` of a file under work/ outside dataroom/ (the agent's own notes; only the results
-  the harness delivered under results/ count), and any window that occurs in what the agent itself sent or
+  the harness delivered under results/ count), the output of a bash command that reads no dataroom text (one
+  that names neither dataroom/ nor results/ and walks no tree: `echo`, `base64 -d` of what the agent typed),
+  and any window that occurs in what the agent itself sent or
   was given before the output (every call's arguments, its own messages, the question): an error echoing a
   path, a note written then read or cat back, the question repeated. A line that only names the entity holds
   no occurrence, so a grep for the model's name is no evidence of its license.
@@ -42,9 +48,9 @@ from pathlib import Path, PurePosixPath
 from functools import partial
 from typing import Callable, Iterable, Iterator, Optional
 
-from . import safefs
+from . import markup, safefs
 
-EVIDENCE_VERSION = "evidence-4"  # bump when the definition above changes
+EVIDENCE_VERSION = "evidence-5"  # bump when the definition above changes
 MIN_CHARS = 20  # shorter text is not specific enough to name a file (gold_content_seen)
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -55,6 +61,11 @@ FILE_CAP = 4 * 1024**2  # bytes read of one dataroom file
 DELIVERED = re.compile(r"results/(\d+)-([A-Za-z0-9_.-]+)\.txt")  # where the toolset delivers a result (delivery=file)
 AGENT_WRITES = ("write", "edit")  # tools whose path argument names a file the agent made
 _READ_PREFIX = re.compile(r"^\s*\d+\t")  # read, cat -n, nl
+_NAME_FIELD = re.compile(r"^(?:model_name|slug):[ \t]*[\"']?([^\"'\n]+?)[\"']?[ \t]*$", re.MULTILINE)  # what a document is named
+# A bash command that can print dataroom text: it names dataroom/ (or a delivered result), walks the working tree (rg,
+# grep -r, find, ls -R, a glob, "."), or changes into it. Anything else (echo, printf, base64 -d of what the agent typed)
+# prints only what the agent itself put there.
+READS_TREE = re.compile(r"dataroom|results/|\brg\b|\bfind\b|\bgrep\b[^|;&]*\s-[A-Za-z]*[rR]|\bls\b[^|;&]*\s-[A-Za-z]*R|[*?]|(?<![\w./-])\.(?:/|\s|$)|\bcd\b")
 _GREP_PREFIX = re.compile(r"^(?:[^\t\n]*?[:-])?\d+[:-]")  # path:12: / 12: (one file) / path-12- (context)
 _GREP_LINE = re.compile(r"^([^\t\n:]+):(\d+)[:-](.*)$")  # path:12:text, the path to be checked against the dataroom
 _JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
@@ -211,20 +222,57 @@ def _read(root: Path, rel: str) -> Optional[str]:
     return data.decode("utf-8", errors="replace")
 
 
-def _passages(lines: list[str], golds: list[str]) -> Optional[Passages]:
+def own_lines(text: str) -> tuple[list[str], set[int]]:
+    """lines_of(text), and which of them lie in a block that is not the document's own text (a bookmark card about
+    another page: its author or publisher is no statement of this document)."""
+    spans, lines, foreign, at = markup.foreign_spans(text), [], set(), 0
+    for raw in text.splitlines(keepends=True):
+        line = " ".join(raw.split())
+        if line:
+            if any(a <= at < b for a, b in spans):
+                foreign.add(len(lines))
+            lines.append(line)
+        at += len(raw)
+    return lines, foreign
+
+
+def in_a_name(line: str, s: int, e: int, golds: list[str], names: set[str]) -> bool:
+    """The occurrence is part of a name (a file's or a model's, "jx-two-1.5b" for 1.5B) that is not itself a gold."""
+    from .grading.normalize import tokens
+
+    a = line.rfind(" ", 0, s) + 1
+    b = line.find(" ", e)
+    word = line[a : b if b >= 0 else len(line)].strip("\"'`()[]{}<>,;:.!?*")
+    return word.lower() in names and all(tokens(word) != tokens(g) for g in golds)
+
+
+def _passages(text: str, golds: list[str], names: set[str]) -> Optional[Passages]:
+    lines, foreign = own_lines(text)
     found = []
     for i, line in enumerate(lines):
+        if i in foreign:
+            continue
         for s, e in occurrences(line, golds):
+            if in_a_name(line, s, e, golds, names):
+                continue
             joined = (w for r in range(1, MAX_RADIUS + 1)
                       for w in ("\n".join(lines[max(0, i - r) : i + 1]), "\n".join(lines[i : i + r + 1])) if "\n" in w)
             found.append(Occurrence(line, s, e, tuple(dict.fromkeys(joined))))  # narrowest first; distinct or not is asked lazily
     return Passages(tuple(found)) if found else None
 
 
-def room(dataroom: Path, gold_files: list[str], golds: list[str]) -> Room:
-    """Passages and content spans of each gold file, against every other file and path of the dataroom."""
+def room(dataroom: Path, gold_files: list[str], golds: list[str], source: Optional[Path] = None) -> Room:
+    """Passages and content spans of each gold file, against every other file and path of the dataroom. A gold file gone
+    from the run's copy (removed during a run without a sandbox) is read from the dataroom the run was given (`source`):
+    the run missed it, it is not unmeasured."""
     listing = safefs.walk_files(dataroom)
     texts = {rel: t for rel, _ in listing if (t := _read(dataroom, rel)) is not None}
+    gone = [g for g in gold_files if not any(_match_gold(rel, g) for rel in texts)]
+    if gone and source is not None:
+        for rel, text in _source_texts(source).items():
+            if any(_match_gold(rel, g) for g in gone) and rel not in texts:
+                texts[rel] = text
+                listing = [*listing, (rel, len(text.encode()))]
     content = hashlib.sha256(json.dumps([listing, texts]).encode()).hexdigest()
     key = (content, tuple(sorted(gold_files)), tuple(golds))
     if key in _ROOMS:
@@ -235,17 +283,29 @@ def room(dataroom: Path, gold_files: list[str], golds: list[str]) -> Room:
         _CORPORA[content] = Corpus(texts, [rel for rel, _ in listing])
     corpus = _CORPORA[content]
     out = Room(corpus, {}, {}, {}, {})
+    names = {PurePosixPath(rel).stem.lower() for rel in texts} | {m.strip().lower() for t in texts.values() for m in _NAME_FIELD.findall(t[:20000])}
     for gold in gold_files:
         mine = {rel for rel in texts if _match_gold(rel, gold)}
         out.mine[gold] = mine
         out.owner.update({rel: gold for rel in mine})
         out.spans[gold] = list(dict.fromkeys(s for rel in sorted(mine) for s in spans_of(texts[rel])))  # distinct or not: asked lazily
-        found = [p for rel in sorted(mine) if (p := _passages(lines_of(texts[rel]), golds)) is not None]
+        found = [p for rel in sorted(mine) if (p := _passages(texts[rel], golds, names)) is not None]
         out.passages[gold] = Passages(tuple(o for p in found for o in p.occurrences)) if found else None
     if len(_ROOMS) >= 512:
         _ROOMS.clear()
     _ROOMS[key] = out
     return out
+
+
+def _source_texts(source: Path) -> dict[str, str]:
+    """The text files of the dataroom a run was given (a zip or a folder), as the dataroom shows them; {} when unreadable."""
+    from .errors import SearchboxError
+    from .questions import corpus_texts
+
+    try:
+        return corpus_texts(source) if Path(source).exists() else {}
+    except (SearchboxError, OSError, ValueError):
+        return {}
 
 
 def distinctive_spans(dataroom: Path, gold_files: list[str]) -> dict[str, list[str]]:
@@ -346,6 +406,8 @@ def tool_outputs(trace: Path) -> Iterator[Output]:
                         origin = "agent"
                 elif name in AGENT_WRITES:
                     origin = "agent"
+                elif name == "bash" and isinstance(args.get("command"), str) and not READS_TREE.search(args["command"]):
+                    origin = "agent"  # its output can hold no dataroom text
                 yield Output(int(event.get("turn") or 0), name, _content(message), "\n".join(sent), origin, path)
 
 
@@ -439,8 +501,9 @@ def shows(p: Passages, text: str, sent: str, elsewhere: Optional[Callable[[str],
     return False
 
 
-def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Iterable[str] = ()) -> Evidence:
-    """Evidence of one run from its dataroom, its trace and the question's gold answer and aliases."""
+def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Iterable[str] = (), source: Optional[Path] = None) -> Evidence:
+    """Evidence of one run from its dataroom, its trace and the question's gold answer and aliases (`source`: the dataroom
+    the run was given, read only for a gold file gone from its copy)."""
     gold = [g for g in dict.fromkeys(gold_files) if g]
     from .grading.normalize import tokens  # here, not at the top: searchbox.grading imports this module
 
@@ -449,7 +512,7 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
     if not gold:
         return ev
     if Path(dataroom).is_dir():
-        r = room(dataroom, gold, golds)
+        r = room(dataroom, gold, golds, source)
     else:
         r = Room(None, {g: None for g in gold}, {}, {g: [] for g in gold}, {})
     ev.measured = [g for g in gold if r.passages[g] is not None]
@@ -486,4 +549,18 @@ def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = ()) 
     run_dir = Path(run_dir)
     st = safefs.lstat(run_dir / "work", "dataroom") if (run_dir / "work").is_dir() else None
     dataroom = run_dir / "work" / "dataroom" if st is not None and stat.S_ISDIR(st.st_mode) else run_dir / "work" / ".no-dataroom"
-    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds)
+    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir))
+
+
+def _given(run_dir: Path) -> Optional[Path]:
+    """The dataroom a run was given, from its run_meta.json (a path relative to where it ran, or to the repository)."""
+    try:
+        source = json.loads((run_dir / "run_meta.json").read_text(encoding="utf-8"))["dataroom"]["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(source, str) or not source:
+        return None
+    path = Path(source)
+    if path.is_absolute() or path.exists():
+        return path
+    return Path(__file__).resolve().parent.parent / path

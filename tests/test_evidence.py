@@ -170,16 +170,17 @@ def test_bash_cat_sed_and_nl(run):
     rd, _ = run
     text = (DATAROOM / GOLD).read_text()
     assert recall(rd, [(1, "bash", {"command": f"cat dataroom/{GOLD}"}, text)]).recall == 1.0
-    assert recall(rd, [(1, "bash", {"command": "sed -n 5p"}, ANSWER_LINE)]).recall == 1.0
-    assert recall(rd, [(1, "bash", {"command": "sed -n 6,7p"}, "\n".join(text.splitlines()[5:7]))]).recall == 0.0
+    assert recall(rd, [(1, "bash", {"command": f"sed -n 5p dataroom/{GOLD}"}, ANSWER_LINE)]).recall == 1.0
+    assert recall(rd, [(1, "bash", {"command": f"sed -n 6,7p dataroom/{GOLD}"}, "\n".join(text.splitlines()[5:7]))]).recall == 0.0
     nl = "\n".join(f"{i:6d}\t{ln}" for i, ln in enumerate(text.splitlines()[4:6], 5))
-    assert recall(rd, [(1, "bash", {"command": "nl"}, nl)]).recall == 1.0
+    assert recall(rd, [(1, "bash", {"command": f"nl dataroom/{GOLD}"}, nl)]).recall == 1.0
 
 
 def test_a_fragment_too_short_to_name_the_file_is_not_evidence(run):
     rd, _ = run
-    assert recall(rd, [(1, "bash", {"command": "x"}, "stands 38.4 metres\ngranite courses")]).recall == 0.0
-    assert recall(rd, [(1, "bash", {"command": "x"}, "Gannet Rock stands 38.4 metres from base to")]).recall == 1.0
+    look = {"command": "grep -o 'G.*to' dataroom/reports/*.md"}
+    assert recall(rd, [(1, "bash", look, "stands 38.4 metres\ngranite courses")]).recall == 0.0
+    assert recall(rd, [(1, "bash", look, "Gannet Rock stands 38.4 metres from base to")]).recall == 1.0
 
 
 # ---- what the agent itself wrote, sent or was given ---------------------------------------------------
@@ -225,6 +226,14 @@ def test_an_error_echoing_the_arguments_is_not_evidence(run):
     # An argument typed in an earlier call does not become evidence when a later output echoes it either.
     assert recall(rd, [(1, "bash", {"command": f"X='{ANSWER_LINE}'"}, "[no output, exit code 0]"),
                        (2, "bash", {"command": "echo $X"}, ANSWER_LINE)]).recall == 0.0
+
+
+def test_bash_that_reads_no_dataroom_prints_only_what_the_agent_put_there(run):
+    rd, _ = run
+    assert recall(rd, [(1, "bash", {"command": "echo Z3Vlc3M= | base64 -d"}, ANSWER_LINE)]).recall == 0.0
+    assert recall(rd, [(1, "bash", {"command": "python3 -c 'print(42)'"}, ANSWER_LINE)]).recall == 0.0
+    for command in (f"cat dataroom/{GOLD}", "rg -n tower", "grep -rn tower .", "cat */*/*.md", "cd dataroom && cat reports/g*"):
+        assert recall(rd, [(1, "bash", {"command": command}, ANSWER_LINE)]).recall == 1.0, command
 
 
 def test_the_question_repeated_is_not_evidence(run):
@@ -280,7 +289,7 @@ def test_text_shared_with_another_file_needs_the_file_named(tmp_path):
     rd = make_run(tmp_path / "s", "r1", dataroom=room)
     ev = recall(rd, [(1, "read", {"path": "dataroom/products/copy.md"}, f"     1\tQuoted from the survey:\n     2\t{ANSWER_LINE}")])
     assert ev.recall == 0.0  # it came from copy.md
-    assert recall(rd, [(1, "bash", {"command": "x"}, ANSWER_LINE)]).recall == 0.0  # which file? copy.md has it too
+    assert recall(rd, [(1, "bash", {"command": "cat dataroom/*/*.md"}, ANSWER_LINE)]).recall == 0.0  # which file? copy.md has it too
     assert recall(rd, [(1, "grep", {"pattern": "tower"}, f"dataroom/{GOLD}:5:{ANSWER_LINE}")]).recall == 1.0
 
 
@@ -288,7 +297,7 @@ def test_gold_paths_match_through_a_wrapper_folder(tmp_path):
     room = tmp_path / "room"
     shutil.copytree(DATAROOM, room / "archive")
     rd = make_run(tmp_path / "s", "r1", dataroom=room)
-    assert recall(rd, [(1, "bash", {"command": "cat"}, (DATAROOM / GOLD).read_text())]).recall == 1.0
+    assert recall(rd, [(1, "bash", {"command": f"cat dataroom/archive/{GOLD}"}, (DATAROOM / GOLD).read_text())]).recall == 1.0
     ev = recall(rd, [(1, "grep", {"pattern": "x"}, f"dataroom/archive/{GOLD}:5:{ANSWER_LINE}")])
     assert ev.recall == 1.0
 
@@ -296,7 +305,7 @@ def test_gold_paths_match_through_a_wrapper_folder(tmp_path):
 def test_a_linked_dataroom_is_not_followed(tmp_path):
     rd = make_run(tmp_path, "r1", dataroom=None)
     (rd / "work" / "dataroom").symlink_to(DATAROOM)
-    ev = recall(rd, [(1, "bash", {"command": "cat"}, (DATAROOM / GOLD).read_text())])
+    ev = recall(rd, [(1, "bash", {"command": f"cat dataroom/{GOLD}"}, (DATAROOM / GOLD).read_text())])
     assert ev.recall is None and ev.unmeasured == [GOLD]
 
 
@@ -321,7 +330,7 @@ def test_a_path_the_file_spells_is_not_its_content(tmp_path):
     assert recall(rd, [(1, "read", {"path": "x.json"}, echoed)], **kw).content_recall == 0.0
     assert recall(rd, [(1, "bash", {"command": "ls"}, f"dataroom/{gold}\ndataroom/{OTHER}")], **kw).content_recall == 0.0
     body = "training keeps 4-bit vectors within a point of full precision"
-    ev = recall(rd, [(1, "bash", {"command": "x"}, f"     2\t{body}")], **kw)
+    ev = recall(rd, [(1, "bash", {"command": f"cat -n dataroom/{gold}"}, f"     2\t{body}")], **kw)
     assert ev.recall == 1.0 and ev.content_recall == 1.0
 
 

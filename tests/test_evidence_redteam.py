@@ -1,7 +1,6 @@
-"""Evidence recall, attacked by a reviewer (issue 19): holes found in searchbox/evidence.py, each a strict xfail with its reason.
+"""Evidence recall, attacked by a reviewer (issue 19): holes found in searchbox/evidence.py.
 
-evidence.py belongs to another helper; these tests say what a careful reader expects and fail today. A hole that gets
-fixed turns its test into an XPASS, which strict mode reports as a failure: then drop the marker.
+Each says what a careful reader expects; they were strict xfails until evidence.py closed the holes.
 """
 
 from __future__ import annotations
@@ -59,8 +58,6 @@ def run(tmp_path):
     return rd, ToolContext(work=rd / "work", harness=HarnessConfig(), sandbox_mode="none")
 
 
-@pytest.mark.xfail(strict=True, reason="answer-bearing passages are every occurrence of the gold string: a bookmark card naming the "
-                                       "publisher of a linked page (jq004/jq053's trap) is credited as evidence of the post's author")
 def test_a_bookmark_card_naming_another_pages_publisher_is_not_evidence_of_the_author(run):
     rd, ctx = run
     shown = builtins.grep(ctx, "kg-bookmark-publisher", "dataroom")
@@ -70,8 +67,6 @@ def test_a_bookmark_card_naming_another_pages_publisher_is_not_evidence_of_the_a
     assert ev.recall == 0.0  # the authors: line never reached the agent, only a card about another page
 
 
-@pytest.mark.xfail(strict=True, reason="a line that only names the entity counts when the name spells the answer: the model_name line "
-                                       "of jx-two-1.5b holds '1.5B' under the normaliser, so one grep for the name is full evidence")
 def test_a_name_that_spells_the_answer_is_not_evidence(run):
     rd, ctx = run
     shown = builtins.grep(ctx, "model_name", "dataroom")
@@ -82,8 +77,6 @@ def test_a_name_that_spells_the_answer_is_not_evidence(run):
     assert ev.recall == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="text the agent typed counts when a command transforms it before printing: the agent's own "
-                                       "base64 of the answer line, decoded by bash, is not in what it sent, so it reads as the dataroom's")
 def test_text_the_agent_typed_and_a_command_decoded_is_not_evidence(run):
     rd, _ = run
     line = 'parameter_size: "1.5B"'
@@ -94,9 +87,6 @@ def test_text_the_agent_typed_and_a_command_decoded_is_not_evidence(run):
     assert ev.recall == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="evidence reads the run's own dataroom copy after the run: a gold file the agent removed "
-                                       "(possible with sandbox_mode none, where dataroom/ is writable to bash) is 'unmeasured', so the run "
-                                       "drops out of the mean instead of scoring 0")
 def test_a_gold_file_removed_during_the_run_is_missed_not_unmeasured(run):
     rd, _ = run
     (rd / "work" / "dataroom" / "jx-two-1.5b.md").unlink()  # what `rm dataroom/jx-two-1.5b.md` leaves without a sandbox
