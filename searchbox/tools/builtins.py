@@ -222,8 +222,9 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolRe
     return ToolResult(text, {"exit_code": result.exit_code})  # programs (the dashboard's error counts) read the exit code here
 
 
-def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
-    """Matches as `path:line:text` (path relative to work/), whether the target is a folder or one file."""
+def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> ToolResult:
+    """Matches as `path:line:text` (path relative to work/), whether the target is a folder or one file; data:
+    {pattern, path, matches: [{path, line, text}], shown (matches the model saw whole under the output cap), truncated}."""
     _check_glob(glob, "glob")
     parts = _parts(ctx, path)
     st = _lstat(ctx, parts, path)
