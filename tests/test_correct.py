@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from searchbox.grading import Question, correct, grade_text, verdict
+from searchbox.grading import Question, contains, correct, grade_text, verdict
 from searchbox.grading.candidates import find
 
 CC, APACHE = ["CC-BY-NC-4.0"], ["Apache-2.0"]
@@ -587,3 +587,37 @@ def test_every_packaged_gold_in_the_corpus_formats():
             raw_checked += 1
             failures += [(q.id, a) for a in (value, f"{field}: {value}") if grade_text(a, q)["correct"] != 1.0]
     assert raw_checked >= 100 and not failures, failures[:20]
+
+
+def test_packaged_questions_restated_pass_and_shotguns_fail():
+    """Each packaged question: an answer that restates its title or model passes; the gold beside another question's gold of
+    the same template (a shotgun, a bulleted pair, a correction the wrong way) fails. Found by the issue 19 review: titles
+    with "Not", "No." and "?" in them made correct deny or question the gold (jq010, jq085, jq179 and nine more), and "768 or
+    2048", "1K or 512", "Han Xiao / Engineering Group" passed."""
+    import json
+    import re
+    from collections import defaultdict
+    from pathlib import Path
+
+    packaged = Path(__file__).resolve().parents[1] / "searchbox" / "builtin" / "jina-questions.jsonl"
+    rows = [json.loads(ln) for ln in packaged.read_text().splitlines()]
+    kind = lambda r: r["template"].split("_", 1)[-1]  # card_license and successor_license share the kind of their gold
+    by_kind = defaultdict(list)
+    for r in rows:
+        by_kind[kind(r)].append(r["answer"])
+    failures = []
+    for r in rows:
+        q = Question(r["id"], r["question"], r["answer"], r.get("aliases", []))
+        title = re.search(r'"(.*)"', r["question"])
+        subject = f'The article "{title[1]}"' if title else "The model"
+        for answer in (f"{subject}: {r['answer']}.", f"**{r['answer']}**\n\n{subject} says so."):
+            if grade_text(answer, q)["correct"] != 1.0:
+                failures.append((r["id"], answer))
+        other = next((a for a in sorted(set(by_kind[kind(r)])) if not any(contains(a, [g]) for g in q.golds)
+                      and not contains(r["answer"], [a])), None)
+        if other is None:
+            continue
+        for answer in (f"{r['answer']} or {other}", f"- {r['answer']}\n- {other}", f"{other}, not {r['answer']}"):
+            if grade_text(answer, q)["correct"] != 0.0:
+                failures.append((r["id"], answer))
+    assert not failures, failures[:20]
