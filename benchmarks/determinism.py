@@ -11,15 +11,19 @@ server); a trajectory is what the model said, what the tools answered and the to
 
     serial      one server, 1 slot, the thread plan's -t: q1..qn, then in reverse, then each again at once
                 (its prompt still cached in the slot before the erase)
-    parallel2   one server, 2 slots (model.parallel=2), two runs in flight: the questions in order, then rotated,
-                so a question meets other neighbours on other slots
-    threads     one server, 1 slot, another -t than the plan's: the questions shuffled
+    parallel2   model.parallel=2 laid out as a sweep lays it out here (sweep.embedded_plan: on a small CPU box two
+                single-slot servers), two runs in flight: the questions in order, then rotated, so a question
+                meets other neighbours on other slots
+    shared2     the same on one server with 2 slots (a sweep's layout where the plan gives each slot 2+ threads,
+                and on a GPU): runs in flight share its batches
+    threads     one server, 1 slot, another -t than the plan's: the second question
 
 and, unless --no-before, the same checks on a server started as before this fix (flash attention as llama.cpp
 sets it, its host-RAM prompt cache on, no slot actions, so nothing is erased): before_serial (q1, q1 again at
 once, q2, q1) and before_threads (q1 with the other -t), each compared with before_serial's first q1. They
 show what the benchmark catches; the headline counts the current setup only.
 
+Runs have no wall-clock ceilings here (a turn cut by its deadline differs for reasons of time, not numbers).
 Reports per phase and overall how many runs match their reference, where the first mismatch parts (step, fields),
 and the load on the machine before and after (other work competes for the cores; it should not change a result,
 only the time). Writes determinism.json and determinism.md. Target on one build and machine: every run identical.
@@ -56,6 +60,9 @@ def config(tools: str, budget: int, parallel: int):
     cfg.harness.today = "2026-11-29"
     cfg.harness.budget = budget
     cfg.model.parallel = parallel
+    # No wall-clock ceilings: on a loaded machine a turn cut by its deadline is another trajectory, which says
+    # nothing about the numbers (a -t 2 server beside other work took 24 minutes over one run).
+    cfg.harness.turn_ceiling_s = cfg.harness.run_ceiling_s = None
     return cfg.validate()
 
 
@@ -93,18 +100,29 @@ def before_server(server):
     return server
 
 
-def phase(name: str, cfg, order: list, work: Path, threads: int | None, in_flight: int = 1, before: bool = False) -> tuple[list[dict], dict]:
-    """Run `order` on one fresh embedded server; runs in flight take slots from a pool, as a sweep's do."""
+def servers_for(cfg, threads: int | None, layout: str, before: bool) -> list:
+    """Started embedded servers: one of cfg.model.parallel slots (`shared`), or as a sweep's job lays them out here."""
     from searchbox.llama import LlamaServer
+    from searchbox.sweep import embedded_plan, start_embedded, uses_embedder
+    from searchbox.threads import available_cores
+
+    if layout == "sweep":
+        return start_embedded(cfg.model, embedded_plan(cfg.model, available_cores(), uses_embedder(cfg.retrieval.embedder, cfg.tools), 1, None))
+    server = LlamaServer.from_config(cfg.model, threads=threads)
+    return [(before_server(server) if before else server).start()]
+
+
+def phase(name: str, cfg, order: list, work: Path, threads: int | None, in_flight: int = 1, before: bool = False,
+          layout: str = "shared") -> tuple[list[dict], dict]:
+    """Run `order` on fresh embedded servers; runs in flight take slots from a pool, as a sweep's do."""
+    from searchbox.llama import stop_servers
     from searchbox.pool import open_pool
 
     runs: list[dict] = []
     lock = threading.Lock()
-    server = LlamaServer.from_config(cfg.model, threads=threads)
-    if before:
-        server = before_server(server)
-    with server:
-        pool, _ = open_pool([server.url], cfg, cfg.model.parallel, log=lambda m: None)
+    servers = servers_for(cfg, threads, layout, before)
+    try:
+        pool, _ = open_pool([s.url for s in servers], cfg, cfg.model.parallel, log=lambda m: None)
         queue = list(enumerate(order))
 
         def worker() -> None:
@@ -115,22 +133,25 @@ def phase(name: str, cfg, order: list, work: Path, threads: int | None, in_fligh
                     n, q = queue.pop(0)
                 lease = pool.acquire()
                 try:
-                    got = run_one(cfg, q, server.url, lease.slot, work / f"{name}-{n:02d}-{q.id}")
+                    got = run_one(cfg, q, lease.url, lease.slot, work / f"{name}-{n:02d}-{q.id}")
                 finally:
                     pool.release(lease)
                 with lock:
-                    runs.append({"phase": name, "regime": "before" if before else "current", "n": n, **got})
+                    runs.append({"phase": name, "regime": "before" if before else "current", "n": n,
+                                 "server": [s.url for s in servers].index(lease.url), **got})
 
         pool_threads = [threading.Thread(target=worker) for _ in range(in_flight)]
         for t in pool_threads:
             t.start()
         for t in pool_threads:
             t.join()
-        command = server.command()
+        command = servers[0].command()
+    finally:
+        stop_servers(servers)
     flag = lambda f: command[command.index(f) + 1] if f in command else None  # noqa: E731
-    setup = {"threads": flag("-t"), "threads_batch": flag("-tb"), "slots": flag("-np"), "flash_attn": flag("-fa") or "llama.cpp's default",
-             "cache_ram": flag("--cache-ram") or "llama.cpp's default", "slot_actions": "--slot-save-path" in command,
-             "in_flight": in_flight, "regime": "before" if before else "current"}
+    setup = {"servers": len(servers), "threads": flag("-t"), "threads_batch": flag("-tb"), "slots": flag("-np"),
+             "flash_attn": flag("-fa") or "llama.cpp's default", "cache_ram": flag("--cache-ram") or "llama.cpp's default",
+             "slot_actions": "--slot-save-path" in command, "in_flight": in_flight, "regime": "before" if before else "current"}
     return sorted(runs, key=lambda r: r["n"]), setup
 
 
@@ -145,7 +166,11 @@ def main() -> None:
     ap.add_argument("--tools", default="high")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     ap.add_argument("--no-before", action="store_true", help="skip the phases on a server started as before this fix")
+    ap.add_argument("--markdown-only", action="store_true", help="rewrite determinism.md from determinism.json in --out")
     args = ap.parse_args()
+    if args.markdown_only:
+        (args.out / "determinism.md").write_text(markdown(json.loads((args.out / "determinism.json").read_text())))
+        return
     if find_server() is None or find_model() is None:
         raise SystemExit("searchbox: the embedded default is not installed: run `python -m searchbox setup`")
     qs = questions(args.questions)
@@ -162,13 +187,14 @@ def main() -> None:
         work = Path(tmp)
         plan = [
             ("serial", cfg1, qs + qs[::-1] + [q for q in qs for _ in range(2)], None, 1),
-            ("parallel2", cfg2, qs + qs[1:] + qs[:1], None, 2),
-            ("threads", cfg1, qs[1:] + qs[:1], other, 1),
+            ("parallel2", cfg2, qs + qs[1:] + qs[:1], None, 2, False, "sweep"),
+            ("shared2", cfg2, qs + qs[1:] + qs[:1], None, 2),
+            ("threads", cfg1, qs[1:2], other, 1),
         ]
         if not args.no_before:
             plan += [("before_serial", cfg1, [qs[0], qs[0], qs[-1], qs[0]], None, 1, True), ("before_threads", cfg1, [qs[0]], other, 1, True)]
-        for name, cfg, order, threads, in_flight, *before in plan:
-            got, setups[name] = phase(name, cfg, order, work, threads, in_flight, bool(before))
+        for name, cfg, order, threads, in_flight, *rest in plan:
+            got, setups[name] = phase(name, cfg, order, work, threads, in_flight, *rest)
             runs += got
             print(f"[determinism] {name}: {len(got)} runs ({setups[name]})", file=sys.stderr, flush=True)
     load_after = [round(x, 2) for x in os.getloadavg()]
@@ -193,7 +219,7 @@ def main() -> None:
                     "load_before": load_before, "load_after": load_after},
         "llama_server": server_version(find_server()), "model": str(find_model().name),
         "case": {"questions": [q.id for q in qs], "budget": args.budget, "tools": args.tools, "protocol": "auto", "temperature": 0.0,
-                 "seed": 0, "harness.today": "2026-11-29"},
+                 "seed": 0, "harness.today": "2026-11-29", "ceilings": None},
         "wall_s": round(time.monotonic() - started, 1),
         "summary": {"runs": total, "identical": same, "all_identical": same == total,
                     "before_runs": len(before), "before_identical": sum(r["identical"] for r in before)},
@@ -204,6 +230,23 @@ def main() -> None:
     (args.out / "determinism.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "determinism.md").write_text(markdown(result))
     print(f"[determinism] {same}/{total} runs identical to their reference; wrote {args.out / 'determinism.md'}", file=sys.stderr)
+
+
+def single_slot_line(r: dict) -> str:
+    """The current setup split by layout: runs on single-slot servers, and runs sharing a server's batches."""
+    parts = {"single": [0, 0], "shared": [0, 0]}
+    for name, p in r["phases"].items():
+        if p["setup"]["regime"] == "current":
+            kind = "single" if p["setup"]["slots"] == "1" else "shared"
+            parts[kind][0] += p["identical"]
+            parts[kind][1] += p["runs"]
+    (a, n), (b, m) = parts["single"], parts["shared"]
+    line = f"On single-slot servers (one run per server process, the layout a sweep gives model.parallel=2 here): {a}/{n} identical."
+    if m:
+        line += (f" Two runs in flight on one 2-slot server, sharing its batches: {b}/{m}; a run diverges there when its "
+                 "neighbour's work is batched with it, so for reproducible numbers keep one slot per server "
+                 "(model.servers=N model.parallel=1).")
+    return line
 
 
 def markdown(r: dict) -> str:
@@ -222,21 +265,24 @@ def markdown(r: dict) -> str:
         + (f" On a server started as before this fix: {r['summary']['before_identical']}/{r['summary']['before_runs']}."
            if r["summary"].get("before_runs") else ""),
         "",
-        "| phase | server | runs in flight | runs | identical |",
+        single_slot_line(r),
+        "",
+        "| phase | servers | runs in flight | runs | identical |",
         "|---|---|---|---|---|",
     ]
     for name, p in r["phases"].items():
         s = p["setup"]
-        lines.append(f"| {name} | -t {s['threads']} -tb {s['threads_batch']}, {s['slots']} slot(s), -fa {s['flash_attn']}, "
-                     f"--cache-ram {s['cache_ram']}, slot actions {'on' if s['slot_actions'] else 'off'} | {s['in_flight']} | "
+        lines.append(f"| {name} | {s['servers']} x (-t {s['threads']} -tb {s['threads_batch']}, {s['slots']} slot(s), -fa {s['flash_attn']}, "
+                     f"--cache-ram {s['cache_ram']}, slot actions {'on' if s['slot_actions'] else 'off'}) | {s['in_flight']} | "
                      f"{p['runs']} | {p['identical']} |")
-    lines += ["", "| phase | # | question | slot | slot start | stop | LLM calls | completion tokens | s | same as reference |",
+    lines += ["", "| phase | # | question | server, slot | slot start | stop | LLM calls | completion tokens | s | same as reference |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for x in r["runs"]:
         same = "yes" if x["identical"] else f"no: {x['differs']}"
-        lines.append(f"| {x['phase']} | {x['n']} | {x['question']} | {x['slot']} | {x['slot_start']} | {x['stop']} | {x['llm_calls']} | "
+        lines.append(f"| {x['phase']} | {x['n']} | {x['question']} | {x['server']}, {x['slot']} | {x['slot_start']} | {x['stop']} | {x['llm_calls']} | "
                      f"{x['completion_tokens']} | {x['wall_s']} | {same} |")
-    lines += ["", "Regenerate: `python benchmarks/determinism.py` (a quiet machine gives the same verdict faster)."]
+    lines += ["", "Regenerate: `python benchmarks/determinism.py` (a quiet machine gives the same verdict faster); "
+              "`python benchmarks/determinism.py --markdown-only` rewrites this file from determinism.json."]
     return "\n".join(lines) + "\n"
 
 
