@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
-import shutil
 import signal
 import sys
 import time
@@ -19,14 +18,14 @@ from . import __version__
 from . import harness as harnesses
 from .agent import read_answer
 from .config import RunConfig
-from .dataroom import Workspace, make_read_only, make_writable, open_workspace, packaged_corpus, rescan
+from .dataroom import Workspace, make_read_only, make_writable, open_workspace, packaged_corpus, remove_tree, rescan
 from .errors import SearchboxError, cli
 from .harness.base import RunContext
 from .identity import dataroom_identity, resolved_protocol, run_key, served_identity
 from .llm import ChatClient, parse_metrics
 from .record import DataroomInfo, Gold, Recorder, RunRecord, read_record, read_state
 from .tools import ToolContext, Toolset, select
-from .tools.sandbox import resolve_mode
+from .tools.sandbox import quota_record, resolve_mode
 
 DEFAULT_CONTEXT = 8192
 TERMINAL_STOPS = ("budget_spent", "first_turn_done", "token_budget_spent")  # a resume needs a larger budget
@@ -152,7 +151,8 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         run_id=info.run_id or "", question=question, status="running", question_id=info.question_id, question_type=info.question_type,
         questions_path=info.questions_path, gold=info.gold, sweep=info.sweep, axes=dict(info.axes), model=cfg.model.name,
         budget=cfg.harness.budget, budget_unit=cfg.harness.budget_unit, token_metric=cfg.harness.token_metric,
-        force_budget=cfg.harness.force_budget, sandbox=sandbox_mode, delivery=cfg.harness.delivery, config=cfg.to_dict(),
+        force_budget=cfg.harness.force_budget, sandbox=sandbox_mode, sandbox_quota=quota_record(cfg.harness, sandbox_mode),
+        delivery=cfg.harness.delivery, config=cfg.to_dict(),
         dataroom=DataroomInfo(source=ws.source, identity=identity, sha256=ws.sha256, files=len(ws.files), bytes=ws.total_bytes, noise=noise_added),
         searchbox_version=__version__, started_at=started.isoformat(),
     )
@@ -238,8 +238,7 @@ def prepare_out(out: Path, overwrite: bool) -> None:
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
             raise SearchboxError(f"--out {out} is not empty: pass --resume to continue that run or --overwrite to replace it")
-        make_writable(out)
-        shutil.rmtree(out)
+        remove_tree(out)  # any depth, any modes, no link followed (the model may have built it)
 
 
 def sigterm_as_interrupt() -> None:

@@ -307,3 +307,12 @@ def os_readlink(path: Path) -> str:
     import os
 
     return os.readlink(path)
+
+
+def test_a_run_records_its_quota(tmp_path):
+    """run_meta says which quota the box's work/ had (the record, not only the config, so a table can show it)."""
+    from tests.conftest import make_cfg, run_script
+
+    meta, _, _ = run_script(tmp_path, [{"content": "x"}], cfg=make_cfg(work_quota_mb=64, work_quota_files=500))
+    expected = {"work_bytes": 64 * 1024**2, "work_files": 500} if meta["sandbox"] != "none" else {}
+    assert meta["sandbox_quota"] == expected
