@@ -29,7 +29,7 @@ from typing import Optional
 
 from .collect import collect, run_dirs, write
 from .errors import SearchboxError, cli
-from .grading import GRADER_VERSION, Judge, Question, grade, grade_text, graded_part, load_questions, verdict
+from .grading import GRADER_VERSION, Judge, Question, explain, grade, grade_text, load_questions
 from .record import read_meta, update_grades
 
 COMPARED = ("correct", "exact_match", "f1", "contains", "judge", "evidence_recall")  # what a change report shows
@@ -161,8 +161,7 @@ def check(argv: list[str]) -> int:
     answer = _answer_text(args)
     question = Question("check", args.question, args.gold, list(args.alias))
     grades = grade_text(answer, question)
-    part = graded_part(answer, question)
-    why = verdict(part.claim, question.golds, question.question, part.after)
+    part, why = explain(answer, question)
     out = {"correct": grades["correct"], "contains": grades["contains"], "exact_match": grades["exact_match"], "f1": grades["f1"],
            "correct_reason": why.reason, "asserted": why.asserted, "offered": why.offered, "denied": why.denied,
            "contradicting": why.contradicting, "context": why.context, "answer_line": part.line, "claim": why.claim or part.claim,

@@ -659,3 +659,20 @@ def test_retrieval_counts_survive_a_pause_and_resume(tmp_path):
     r = resumed["retrieval"]
     assert resumed["turns"] == 2 and r["searches"] == 2 and r["scopes_built"] == 1 and r["index"]["built"] is True
     assert r["setup_s"] >= first["retrieval"]["setup_s"] > 0
+
+
+def test_the_run_pages_verdict_is_the_graders(tmp_path):
+    """The run page recomputes why `correct` said what it said through the grader's own explain(): alternatives on
+    later lines compete there too (it once called the verdict without them and could disagree with the stored grade)."""
+    from searchbox.grading import Question, grade_text
+    from searchbox.web import runview
+    from tests.fakes.runs import make_run
+
+    answer = "38.4 metres\n41 metres\n\nSources: reports/gannet-rock-survey.md"
+    rd = make_run(tmp_path / "sw", "r1", answer=answer)
+    meta = json.loads((rd / "run_meta.json").read_text())
+    meta["status"] = "complete"
+    (rd / "run_meta.json").write_text(json.dumps(meta))
+    stored = grade_text(answer, Question.from_record(meta))
+    shown = runview.result(rd)["verdict"]
+    assert stored["correct"] == 0.0 and shown["correct"] == 0.0 and shown["reason"][:300] == stored["correct_reason"]

@@ -28,7 +28,7 @@ from ..errors import ConfigError, ModelError
 from ..evidence import EVIDENCE_VERSION
 from ..evidence import of_run as evidence_of_run
 from .answer import ANSWER_PART_VERSION, AnswerPart, answer_part, is_reference
-from .correct import CORRECT_VERSION, correct, verdict
+from .correct import CORRECT_VERSION, Verdict, correct, verdict
 from .judge import PROMPT_HASH, Judge
 from .normalize import NORMALIZER_VERSION, contains, exact_match, normalize, token_f1, tokens
 
@@ -38,7 +38,7 @@ ANSWER_FILE = "ANSWER.md"
 GRADED_CHARS = 1000  # of the answer part kept in the grades, to show what was read
 
 __all__ = ["GRADER_VERSION", "PROMPT_HASH", "AnswerPart", "Judge", "Question", "answer_part", "contains", "correct", "exact_match",
-           "grade", "grade_text", "load_questions", "normalize", "token_f1", "tokens", "verdict"]
+           "explain", "grade", "grade_text", "load_questions", "normalize", "token_f1", "tokens", "verdict"]
 
 
 @dataclass
@@ -95,11 +95,18 @@ def graded_part(answer_md: str, question: Question) -> AnswerPart:
     return answer_part(answer_md, keep_references=any(is_reference(g) for g in question.golds))
 
 
+def explain(answer_md: str, question: Question) -> tuple[AnswerPart, Verdict]:
+    """The graded part of an ANSWER.md text and `correct`'s verdict on it, with its reasons (the one way every caller
+    gets them: grading, `grade check` and the web app's run page)."""
+    part = graded_part(answer_md, question)
+    return part, verdict(part.claim, question.golds, question.question, part.after)
+
+
 def grade_text(answer_md: str, question: Question) -> dict:
     """The string grades of an ANSWER.md text: correct on the claim (the answer line with its lead-in or list) and why,
     exact match and F1 on the answer line, contains (lenient) on the answer part."""
-    golds, part = question.golds, graded_part(answer_md, question)
-    why = verdict(part.claim, golds, question.question, part.after)
+    golds = question.golds
+    part, why = explain(answer_md, question)
     return {
         "correct": _missing(why.value), "correct_reason": why.reason[:300],
         "exact_match": _missing(exact_match(part.line, golds)), "f1": _missing(token_f1(part.line, golds)),

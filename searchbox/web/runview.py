@@ -376,17 +376,15 @@ def result(run_dir: Path) -> dict:
     meta = read_meta(run_dir) or {}
     out: dict[str, Any] = {"question": meta.get("question"), "gold": meta.get("gold"), "grades": meta.get("grades") or {},
                            "verdict": None, "evidence": None, "status": meta.get("status")}
-    from ..grading import Question, graded_part, read_answer
+    from ..grading import Question, explain, read_answer
 
     question = Question.from_record(meta)
     if question is None or meta.get("status") != "complete":
         return out
     answer = read_answer(Path(run_dir))
     try:
-        from ..grading import verdict
-
-        part = graded_part(answer, question)
-        out["verdict"] = {**verdict(part.claim, question.golds, question.question).as_dict(), "claim": part.claim[:1000]}
+        part, why = explain(answer, question)
+        out["verdict"] = {**why.as_dict(), "claim": part.claim[:1000]}
     except Exception as exc:  # a grader bug must not cost the page; say so where the reason would be
         out["verdict"] = {"reason": f"could not recompute: {type(exc).__name__}"}
     if question.gold_files:
