@@ -401,12 +401,18 @@ def _dispatch(todo: list, workers: int, attempt: Callable[..., Outcome], on_done
 
 def prepare_index(cfg: RunConfig, dataroom: Path) -> None:
     """Build the index the job's runs search before its first run (not inside a run holding a model slot), in lines:
-    what is built, progress every few seconds, how long it took. Nothing is said when it is already built."""
+    what is built, progress every few seconds, how long it took. Nothing is said when it is already built. A build
+    that fails (a dead embedding API) is said in one line and left to the runs, which stop as tool_error and are
+    redone by the next launch, as before."""
     from .index.console import showing
     from .index.ready import ensure
 
-    with showing(Path(dataroom).name, prefix="[sweep]", tty=False):
-        ensure(cfg, dataroom)
+    try:
+        with showing(Path(dataroom).name, prefix="[sweep]", tty=False):
+            ensure(cfg, dataroom)
+    except errors.SearchboxError as exc:
+        print(f"[sweep] the index of {Path(dataroom).name} could not be built before the runs ({exc}); the runs that search "
+              "will try again and record why", file=sys.stderr, flush=True)
 
 
 def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num: int = 0) -> dict:
