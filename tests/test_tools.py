@@ -167,6 +167,23 @@ def test_grep_on_one_file_names_the_file(toolset):
     assert out.paths == ["dataroom/reports/gannet-rock-survey.md"]
 
 
+@pytest.mark.parametrize("ripgrep", [True, False])
+def test_grep_lists_files_in_path_order_every_time(toolset, monkeypatch, ripgrep):
+    """ripgrep's threads printed files in the order they finished: the same call could list (and, under the cap,
+    keep) other matches on a rerun (tests/test_reproducible caught a run diverging at its first grep)."""
+    many = toolset.ctx.work / "dataroom" / "many"
+    many.mkdir()
+    for n in range(60):
+        (many / f"f{n:02d}" ).mkdir()
+        (many / f"f{n:02d}" / "note.md").write_text("needle here\n" + "hay\n" * (n * 50) + "needle again\n")
+    if not ripgrep:
+        monkeypatch.setattr("shutil.which", lambda name: None)
+    outs = {call(toolset, "grep", pattern="needle", path="dataroom/many").output for _ in range(5)}
+    assert len(outs) == 1
+    paths = [line.split(":")[0] for line in outs.pop().splitlines() if line.startswith("dataroom/")]
+    assert paths == sorted(paths) and len(paths) > 20
+
+
 def test_grep_without_ripgrep_has_the_same_shape(toolset, monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)
     out = call(toolset, "grep", pattern="granite", path="dataroom/reports/gannet-rock-survey.md")

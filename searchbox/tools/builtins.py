@@ -252,9 +252,11 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
         extra = {real: "/opt/searchbox/rg"}
         rg = "/opt/searchbox/rg"
     # The same files `grep -r` sees in bash: no ignore file of any kind (.ignore, .gitignore, .rgignore, git's
-    # global excludes, parents'), hidden files searched, and no config file read.
+    # global excludes, parents'), hidden files searched, and no config file read. --sort path: ripgrep's threads
+    # otherwise print files in whatever order they finish, so the same call gave a different listing (and, under
+    # the output cap, different matches) from run to run: the same run key must give the same run.
     argv = [rg, "--no-config", "--no-ignore", "--hidden", "--no-heading", "--line-number", "--with-filename", "--null",
-            "--color", "never", "--no-follow", "--max-columns", "300", "--max-count", "20"]
+            "--color", "never", "--no-follow", "--max-columns", "300", "--max-count", "20", "--sort", "path"]
     sandbox.check_argument(pattern, "the pattern")
     if glob is not None:
         sandbox.check_argument(glob, "the glob")
