@@ -119,8 +119,10 @@ def test_slurm_same_rows_and_resume(tmp_path, basic_reference, slurm_cluster):  
     sweep_dir = tmp_path / "default"
     jobs = _jobs(sweep_dir)
     array = jobs[0].split("_")[0]
-    states = _cli(slurm_cluster, "sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", array).split()
-    assert sorted(states) == [f"{array}_0|COMPLETED", f"{array}_1|COMPLETED"] == [f"{j}|COMPLETED" for j in jobs]  # an array of two
+    # slurmdbd records an array's tasks a moment after they end (seen in CI: the array's one pending record, `4`)
+    states = _wait("sacct to record both tasks", lambda: (s := sorted(_cli(slurm_cluster, "sacct", "-X", "-n", "-P", "-o",
+                                                                          "JobID,State", "-j", array).split())) and len(s) == 2 and s, timeout=60)
+    assert states == [f"{array}_0|COMPLETED", f"{array}_1|COMPLETED"] == [f"{j}|COMPLETED" for j in jobs]  # an array of two
     pd.testing.assert_frame_equal(_rows(sweep_dir), reference)
 
 
