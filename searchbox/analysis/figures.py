@@ -73,6 +73,11 @@ def left_out(frames: Frames) -> str:
     return "\nleft out, could not act (n/a in summary.md): " + "; ".join(label({c: r[c] for c in cols}) for _, r in frames.inert.iterrows())
 
 
+def _panel_title(ax, text: str, width_in: float, fontsize: float = 9.0) -> None:
+    """A panel's title wrapped to the panel's width (long condition labels ran into the next panel's)."""
+    ax.set_title(textwrap.fill(text, max(20, int(width_in * 72 / (fontsize * 0.6)))), fontsize=fontsize)
+
+
 def _not_in_design(why: str) -> Figure:
     fig = Figure(figsize=(8, 2.4), layout="constrained")
     ax = fig.add_subplot()
@@ -122,7 +127,7 @@ def accuracy_vs_budget(frames: Frames, grader: Optional[str] = None) -> Figure:
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel(f"budget ({runs['budget_unit'].iloc[0]})" if "budget_unit" in runs else "budget")
         ax.set_ylabel(f"accuracy ({grader})")
-        ax.set_title(label(pkey), fontsize=9)
+        _panel_title(ax, label(pkey), 4.4)
         ax.legend(fontsize=7, title=hue, title_fontsize=7)
     _title(fig, "Accuracy vs budget (95% CI over questions; n = graded runs / questions)" + left_out(frames), min(len(panels), MAX_PANELS),
            len(panels))
@@ -192,7 +197,7 @@ def tokens_per_turn_figure(frames: Frames, grader: Optional[str] = None) -> Figu
         for col, name, color in parts:
             ax.bar(d["turn"], d[col], bottom=bottom, color=color, label=name)
             bottom += d[col].to_numpy()
-        ax.set_title(f"{label(key)} (n={n_runs.get(tuple(str(key.get(c)) for c in conds), 0)} runs)", fontsize=9)
+        _panel_title(ax, f"{label(key)} (n={n_runs.get(tuple(str(key.get(c)) for c in conds), 0)} runs)", 3.4)
         ax.set_xlabel("turn")
         ax.set_xticks(sorted(d["turn"].unique()))
     axes[0].set_ylabel("mean tokens per run")
