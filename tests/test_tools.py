@@ -184,6 +184,19 @@ def test_grep_lists_files_in_path_order_every_time(toolset, monkeypatch, ripgrep
     assert paths == sorted(paths) and len(paths) > 20
 
 
+@needs_bwrap
+def test_ripgrep_in_bash_lists_files_in_path_order(toolset):
+    many = toolset.ctx.work / "dataroom" / "many"
+    many.mkdir()
+    for n in range(60):
+        (many / f"f{n:02d}").mkdir()
+        (many / f"f{n:02d}" / "note.md").write_text("needle\n" + "hay\n" * (n * 50))
+    outs = {call(toolset, "bash", command="rg -l needle dataroom/many").output for _ in range(5)}
+    assert len(outs) == 1
+    paths = outs.pop().split()
+    assert paths == sorted(paths) and len(paths) == 60
+
+
 def test_grep_without_ripgrep_has_the_same_shape(toolset, monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)
     out = call(toolset, "grep", pattern="granite", path="dataroom/reports/gannet-rock-survey.md")
@@ -198,7 +211,7 @@ def test_box_runs_unprivileged_with_limits(toolset):
     limits = sandbox.Limits()
     assert lines[:4] == ["65534", str(limits.processes), str(limits.memory_bytes // 1024), str(limits.file_bytes // 1024)]
     assert lines[4].isdigit() and lines[5] == str(toolset.ctx.work.resolve())
-    assert set(lines[6].split()) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "TERM", "TMPDIR", "_"}
+    assert set(lines[6].split()) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "TERM", "TMPDIR", "RIPGREP_CONFIG_PATH", "_"}
 
 
 @needs_bwrap

@@ -153,6 +153,9 @@ def _etc_data(work: Path) -> dict[str, bytes]:
         "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
         "hosts": b"127.0.0.1 localhost\n::1 localhost\n",
         "hostname": b"sandbox\n",
+        # ripgrep run from bash (RIPGREP_CONFIG_PATH below): files in path order, as the grep tool lists them; its
+        # threads otherwise print files as they finish, and the same command reads differently on a rerun.
+        "ripgreprc": b"--sort=path\n",
     }
 
 
@@ -235,7 +238,7 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     for src, dest, writable in binds:
         cmd += parents_of(Path(dest)) + ["--bind" if writable else "--ro-bind", src, dest]
     cmd += ["--remount-ro", "/", "--chdir", str(where), "--die-with-parent", "--new-session", "--clearenv"]
-    for key, value in {**environment(where), **(env or {})}.items():
+    for key, value in {**environment(where), "RIPGREP_CONFIG_PATH": "/etc/ripgreprc", **(env or {})}.items():
         cmd += ["--setenv", key, value]
     fd = os.memfd_create("seccomp")  # the same filter as root or not: no nested namespaces, mounts, tracing, ...
     os.write(fd, seccomp.program())
