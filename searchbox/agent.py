@@ -20,7 +20,7 @@ from .errors import BackendError, ModelError
 from .harness.accounting import Accountant, Clock, Ledger, TurnStats, stop_of
 from .harness.base import CONTINUE, INFRA_STOPS, STOP_REASONS, EndTurn, RunContext, Stop
 from .protocol import JsonProtocol, NativeProtocol
-from .record import ToolRow, TurnRow
+from .record import ToolRow
 from .tools import ToolsetState
 
 __all__ = ["Agent", "LoopState", "STOP_REASONS", "INFRA_STOPS", "CONTINUE", "Stop", "EndTurn", "TurnStats", "read_answer",
@@ -316,15 +316,7 @@ class Agent:
         if changed:
             self.rec.snapshot(s.turn, answer)
             s.last_snapshot = answer
-        total = s.ledger.total
-        self.rec.turn(TurnRow(
-            turn=s.turn, prompt_tokens=stats.usage.prompt, completion_tokens=stats.usage.completion, cached_tokens=stats.usage.cached,
-            prompt_tokens_cum=total.prompt, completion_tokens_cum=total.completion, cached_tokens_cum=total.cached,
-            context_tokens=stats.context_tokens, llm_calls=stats.llm_calls, llm_ms=stats.llm_s * 1000, tool_ms=stats.tool_s * 1000,
-            setup_ms=stats.setup_s * 1000, tool_calls=stats.tool_calls, malformed=stats.malformed, estimated_calls=stats.estimated_calls,
-            compactions=stats.compactions, answer_chars=len(answer or ""), answer_changed=changed,
-            elapsed_ms=stats.elapsed() * 1000, ended_by=stats.ended_by,
-        ))
+        self.rec.turn(stats.row(s.turn, s.ledger.total, answer, changed))
         if checkpoint:
             self._checkpoint()
 

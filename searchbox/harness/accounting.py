@@ -16,6 +16,7 @@ from ..config import HarnessConfig
 from ..errors import BackendError, ModelError
 from ..llm import DeadlineExceeded, Response, Usage, estimate_tokens
 from ..protocol import wire
+from ..record import TurnRow
 from .base import EndTurn, Stop
 
 TRANSIENT = {"transient": True}  # a field a checkpoint leaves out (a monotonic clock reading means nothing in another process)
@@ -66,6 +67,17 @@ class TurnStats(Counters):
 
     def elapsed(self) -> float:
         return self.clock.elapsed()
+
+    def row(self, turn: int, total: Usage, answer: Optional[str], changed: bool) -> TurnRow:
+        """This turn as a row of turns.parquet (total: the run's usage so far; answer: ANSWER.md after it)."""
+        return TurnRow(
+            turn=turn, prompt_tokens=self.usage.prompt, completion_tokens=self.usage.completion, cached_tokens=self.usage.cached,
+            prompt_tokens_cum=total.prompt, completion_tokens_cum=total.completion, cached_tokens_cum=total.cached,
+            context_tokens=self.context_tokens, llm_calls=self.llm_calls, llm_ms=self.llm_s * 1000, tool_ms=self.tool_s * 1000,
+            setup_ms=self.setup_s * 1000, tool_calls=self.tool_calls, malformed=self.malformed, estimated_calls=self.estimated_calls,
+            compactions=self.compactions, answer_chars=len(answer or ""), answer_changed=changed,
+            elapsed_ms=self.elapsed() * 1000, ended_by=self.ended_by,
+        )
 
 
 @dataclass

@@ -193,25 +193,11 @@ def start_box(argv: list[str], work: Path, readonly: list[Path], mode: str, limi
     info_r, info_w = os.pipe()
     fds.append(info_w)
     full[1:1] = ["--info-fd", str(info_w)]
-    ours = theirs = None
-    if quota is not None:
-        ours, theirs = socket.socketpair()
-        fds.append(theirs.fileno())
-        full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
     try:
-        proc = subprocess.Popen(full, cwd=work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, env=sandbox.environment(work), pass_fds=fds)
+        proc, ours = sandbox.spawn(full, fds, work, stage, quota, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     except BaseException:
         os.close(info_r)
-        if ours is not None:
-            ours.close()
         raise
-    finally:
-        for fd in fds:
-            if theirs is None or fd != theirs.fileno():
-                os.close(fd)
-        if theirs is not None:
-            theirs.close()
     box = LongBox(proc, inside, work, work, dict(disk_private), quota)
     box._stderr_reader = _drain(proc.stderr, box._stderr)
     if quota is not None:

@@ -297,6 +297,30 @@ def _check_argv(argv: list[str]) -> None:
         raise InvalidCall(f"the arguments of {os.path.basename(argv[0])} are {total} bytes together; the most is {MAX_ARGV_BYTES}")
 
 
+def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota, *, stdin, stderr) -> tuple[subprocess.Popen, socket.socket | None]:
+    """Start the box `wrap` built, under the quota wrapper when there is a quota (then `ours` is the harness's end of
+    the wrapper's socket); the fds handed to the box are closed here whether or not it started."""
+    ours = theirs = None
+    if quota is not None:
+        ours, theirs = socket.socketpair()
+        fds.append(theirs.fileno())
+        full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
+    try:
+        proc = subprocess.Popen(full, cwd=work, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                                env=environment(work), pass_fds=fds)
+    except BaseException:
+        if ours is not None:
+            ours.close()
+        raise
+    finally:
+        for fd in fds:
+            if theirs is None or fd != theirs.fileno():
+                os.close(fd)
+        if theirs is not None:
+            theirs.close()
+    return proc, ours
+
+
 def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
                  limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True) -> ShellResult:
     """Run argv in the box, in its own process group; when it ends (or times out) kill everything it started.
@@ -340,25 +364,8 @@ def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s
         info_r, info_w = os.pipe()
         fds.append(info_w)
         full[1:1] = ["--info-fd", str(info_w)]  # bwrap reports the host pid of the box's pid 1 here
-    ours = theirs = None
-    if quota is not None:
-        ours, theirs = socket.socketpair()
-        fds.append(theirs.fileno())
-        full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
-    try:
-        proc = subprocess.Popen(full, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                                start_new_session=True, env=environment(work), pass_fds=fds)
-    except BaseException:
-        if ours is not None:
-            ours.close()
-        raise
-    finally:
-        for fd in fds:
-            if theirs is None or fd != theirs.fileno():
-                os.close(fd)
-        if theirs is not None:
-            theirs.close()
+    proc, ours = spawn(full, fds, work, stage, quota, stdin=subprocess.DEVNULL,
+                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
     kept, errs = bytearray(), bytearray()
     total = [0, 0]
 
