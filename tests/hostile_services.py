@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.fakes.deep import deep_tree
 from tests.hostile_attempts import ROOT, Unavailable, attempt, held
 
 SWEEP = [sys.executable, "-m", "searchbox.sweep", "-m", "dataroom=tiny", "questions=tiny", "model=control-keyword", "tools=none",
@@ -79,17 +80,7 @@ def web_deep_tree(tmp: Path) -> str:
     from tests.fakes.webapp import LiveApp
 
     run = _run_dir(tmp / "out")
-    fd = os.open(run / "work", os.O_RDONLY | os.O_DIRECTORY)
-    for i in range(30):
-        name = f"{i:02d}" + "d" * 198
-        os.mkdir(name, dir_fd=fd)
-        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    leaf = os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-    os.write(leaf, b"bottom")
-    os.close(leaf)
-    os.close(fd)
+    deep_tree(run / "work", leaves={"deep.txt": b"bottom"})
     try:
         with LiveApp(tmp / "out", "http://127.0.0.1:9") as app:
             resp = app.get("/api/runs/runs/x/files")
@@ -328,13 +319,7 @@ def sweep_stale_tmp(tmp: Path) -> str:
     os.chmod(stale / "work" / "dataroom", 0o555)
     deep = runs / ".tmp-fedcba9876543210-999998"
     deep.mkdir()
-    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
-    for i in range(30):
-        os.mkdir("d" * 200, dir_fd=fd)
-        nxt = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
+    deep_tree(deep, leaves={})
     proc = subprocess.run([*SWEEP, "budget=1", "questions.limit=2", f"sweep.root={tmp}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     held(proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-400:]}")

@@ -11,6 +11,7 @@ import pytest
 from searchbox.config import DataroomLimits
 from searchbox.dataroom import chunk_text, source_identity, list_files, make_writable, open_workspace
 from searchbox.errors import DataroomError
+from tests.fakes.deep import deep_tree
 
 
 def _zip(path, entries):
@@ -230,28 +231,6 @@ def test_make_writable_and_removal_skip_links_inside(tmp_path):
     assert not (ws.dataroom / "file-link").exists()
 
 
-def _deep(root, depth: int, name_len: int, mode: int | None = None) -> list[str]:
-    """depth nested folders of name_len characters under root (made fd-relative: the path passes PATH_MAX), a file
-    and a non-UTF-8 name at the bottom; returns the names."""
-    names = [(f"{i:04d}" * name_len)[:name_len] for i in range(depth)]
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for name in names:
-            os.mkdir(name, dir_fd=fd)
-            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        for leaf in ("bottom.txt", b"bad-\xff-name.md"):
-            out = os.open(leaf, os.O_WRONLY | os.O_CREAT, 0o444, dir_fd=fd)
-            os.write(out, b"deep\n")
-            os.close(out)
-        if mode is not None:
-            os.chmod(fd, mode)
-    finally:
-        os.close(fd)
-    return names
-
-
 def test_a_tree_deeper_than_path_max_can_be_made_writable_listed_and_removed(tmp_path):
     """Issue 20: 30 nested 200-character folders in work/ made --overwrite and every sweep relaunch crash with
     ENAMETOOLONG in dataroom._set_modes; the web app's listing of that run answered 500."""
@@ -259,7 +238,7 @@ def test_a_tree_deeper_than_path_max_can_be_made_writable_listed_and_removed(tmp
     from searchbox.dataroom import remove_tree
 
     ws = open_workspace(tmp_path / "run", None)
-    names = _deep(ws.work, 30, 200, mode=0o555)
+    names = deep_tree(ws.work, 30, 200, mode=0o555)
     assert len("/".join(names)) > 4096
     listing = safefs.list_files(ws.work)
     deep = "/".join(names)
@@ -280,7 +259,7 @@ def test_remove_tree_any_depth_with_few_descriptors(tmp_path, monkeypatch):
     monkeypatch.setattr(safefs, "MAX_OPEN_DIRS", 8)
     root = tmp_path / "tree"
     root.mkdir()
-    _deep(root, 3000, 1, mode=0o500)
+    deep_tree(root, 3000, 1, mode=0o500)
     (root / "side").mkdir()
     (root / "side" / "f").write_text("x")
     (root / "link").symlink_to(tmp_path)  # never followed: tmp_path itself survives
@@ -296,7 +275,7 @@ def test_make_read_only_at_depth(tmp_path, monkeypatch):
     monkeypatch.setattr(safefs, "MAX_OPEN_DIRS", 4)
     root = tmp_path / "room"
     root.mkdir()
-    names = _deep(root, 12, 100)
+    names = deep_tree(root, 12, 100)
     make_read_only(root)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     modes = []

@@ -17,6 +17,7 @@ import pytest
 
 from searchbox import serve
 from searchbox.dataroom import builtin_dataroom
+from tests.fakes.deep import deep_tree
 from tests.fakes.scripted_server import ScriptedServer
 from tests.fakes.webapp import LiveApp, make_sweep, sse, turn_script, wait_for
 
@@ -451,17 +452,7 @@ def test_odd_names_and_deep_trees_are_listed_and_served(tmp_path):
     for raw, body in names.items():
         with open(os.fsencode(work) + b"/" + raw, "wb") as fh:
             fh.write(body)
-    fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)  # 30 nested 200-character directories: deeper than PATH_MAX
-    for i in range(30):
-        name = f"{i:02d}" + "d" * 198
-        os.mkdir(name, dir_fd=fd)
-        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    leaf = os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-    os.write(leaf, b"at the bottom")
-    os.close(leaf)
-    os.close(fd)
+    deep_tree(work, leaves={"deep.txt": b"at the bottom"})  # 30 nested 200-character directories: deeper than PATH_MAX
     try:
         with LiveApp(out, "http://127.0.0.1:9") as app:
             resp = app.get("/api/runs/runs/x/files")
