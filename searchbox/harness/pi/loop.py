@@ -257,14 +257,7 @@ class PiRun:
         root = self.box.work_view if self.box is not None else self.ws.work  # work/ on disk once the box is gone
         answer = self._backstop(root)
         if live and checkpoint:
-            try:
-                note = self.box.persist()  # work/ to disk: the copy a checkpoint stands for
-            except OSError as exc:
-                note = f"could not write work/ back: {exc}"
-            if note:
-                with self.lock:
-                    self._event("work_full", note=note)
-            self._save_session("checkpoint-session.jsonl")
+            self._persist("checkpoint-session.jsonl")  # work/ to disk: the copy a checkpoint stands for
         changed = answer is not None and answer != s.last_snapshot
         with self.lock:
             if changed:
@@ -327,17 +320,21 @@ class PiRun:
             self._event("pi_started", pi=self.pi.version, node=self.pi.node_version, startup_s=round(took, 3),
                         sandbox=self.ctx.toolset.ctx.sandbox_mode)
 
+    def _persist(self, session_file: str) -> None:
+        """work/ from the box to disk (a note when it did not fit), and Pi's session beside it."""
+        try:
+            note = self.box.persist()
+        except OSError as exc:
+            note = f"could not write work/ back: {exc}"
+        if note:
+            with self.lock:
+                self._event("work_full", note=note)
+        self._save_session(session_file)
+
     def _shutdown(self) -> None:
         if self.box is not None:
             self.box.kill()
-            try:
-                note = self.box.persist()
-            except OSError as exc:
-                note = f"could not write work/ back: {exc}"
-            if note:
-                with self.lock:
-                    self._event("work_full", note=note)
-            self._save_session("session.jsonl")
+            self._persist("session.jsonl")
             stderr = self.box.stderr_text()
             if stderr.strip():
                 atomic_write(self.run_pi / "stderr.log", stderr)
