@@ -174,18 +174,22 @@ class JobRunner:
             cmd += ["--tools", spec["tools"]]
         if spec.get("dataroom"):
             cmd += ["--dataroom", spec["dataroom"]]
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-        env["PYTHONUNBUFFERED"] = "1"
         try:
-            with open(self.log_path(job.id), "ab") as log:
-                log.write(f"\n=== prepare (index build) {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-                log.flush()
-                self.preps[job.id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                                      preexec_fn=die_with_parent)
+            self.preps[job.id] = self._spawn(job.id, "prepare (index build)", cmd)
         except OSError as exc:
             self.sched.prepared(job.id, False, None, f"could not start the index build: {exc}")
 
     # ---- children ------------------------------------------------------------------------
+    def _spawn(self, job_id: str, heading: str, cmd: list[str]) -> subprocess.Popen:
+        """A child of the job, its output appended to the job's log under a heading; no secret of this server's
+        environment passed on."""
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env["PYTHONUNBUFFERED"] = "1"
+        with open(self.log_path(job_id), "ab") as log:
+            log.write(f"\n=== {heading} {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+            log.flush()
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, preexec_fn=die_with_parent)
+
     def command(self, launch: Launch) -> list[str]:
         job, spec = launch.job, launch.job.spec
         run_dir = self.run_dir(job.id)
@@ -220,14 +224,8 @@ class JobRunner:
         self._paused.discard(job.id)
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir(job.id) / "PAUSE").unlink()
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-        env["PYTHONUNBUFFERED"] = "1"
         try:
-            with open(self.log_path(job.id), "ab") as log:
-                log.write(f"\n=== {launch.kind} {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-                log.flush()
-                self.procs[job.id] = subprocess.Popen(self.command(launch), stdout=log, stderr=subprocess.STDOUT,
-                                                      stdin=subprocess.DEVNULL, env=env, preexec_fn=die_with_parent)
+            self.procs[job.id] = self._spawn(job.id, launch.kind, self.command(launch))
         except OSError as exc:
             self.sched.exited(job.id, None, f"could not start the run: {exc}")
 
