@@ -208,7 +208,8 @@ def pi_environment(tmp: Path) -> str:
     _clean(p, out, "environment")
     keys = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
     allowed = {"PATH", "LANG", "HOME", "TMPDIR", "TERM", "PWD", "SHLVL", "_", "OLDPWD", "PI_CODING_AGENT_DIR", "PI_OFFLINE",
-               "PI_SKIP_VERSION_CHECK", "PI_TELEMETRY", "SEARCHBOX_CHANNEL", "SEARCHBOX_TODAY", "PI_CODING_AGENT"}
+               "PI_SKIP_VERSION_CHECK", "PI_TELEMETRY", "SEARCHBOX_CHANNEL", "SEARCHBOX_TODAY", "PI_CODING_AGENT",
+               "RIPGREP_CONFIG_PATH"}  # the box's fixed value: its /etc/ripgreprc
     held(keys <= allowed, f"unexpected variables: {sorted(keys - allowed)}")
     return f"only {len(keys)} allowlisted variables"
 
