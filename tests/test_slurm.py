@@ -129,11 +129,14 @@ def test_slurm_same_rows_and_resume(tmp_path, basic_reference, slurm_cluster):  
 # ---- faults ------------------------------------------------------------------------------------
 def test_requeued_job_loses_only_its_unfinished_runs(tmp_path, slurm_cluster):
     """`scontrol requeue` mid-sweep: Slurm kills the job and starts it again; the restart skips the runs that
-    finished, redoes the ones cut off, and the sweep's own command ends normally."""
+    finished, redoes the ones cut off, and the sweep's own command ends normally.
+
+    submitit's job ignores the SIGTERM and works on until KillWait (5 s here) ends it: the four runs left take 8 s
+    (4 turns of 1 s, two at a time), so the first start is cut off and the restart has work to do."""
     sweep_dir = tmp_path / "default"
     runs_dir = sweep_dir / "runs"
     with ScriptedServer([{"sleep": 1.0, "content": "slow"}] * 500) as srv:
-        sweep = _start(["tools=none", "budget=2", "questions.limit=6", "model.parallel=2", *SLURM], tmp_path,
+        sweep = _start(["tools=none", "budget=4", "questions.limit=6", "model.parallel=2", *SLURM], tmp_path,
                        {"LLAMA_URL": srv.url, **slurm_cluster})
         try:
             kept = _wait("two finished runs", lambda: (d := _done(runs_dir)) and len(d) >= 2 and d, proc=sweep)
@@ -148,8 +151,8 @@ def test_requeued_job_loses_only_its_unfinished_runs(tmp_path, slurm_cluster):
     runs = pd.read_parquet(sweep_dir / "runs.parquet")
     assert len(runs) == 6 and runs["run_id"].is_unique and (runs["stop_reason"] == "budget_spent").all()
     assert {k: v for k, v in _done(runs_dir).items() if k in kept} == kept  # nothing finished was done again
-    # 6 runs x 2 turns, plus at most the turns of the two runs in flight when the job was killed
-    assert 12 <= len(srv.requests) <= 12 + 2 * 2 and requeued_at < len(srv.requests)
+    # 6 runs x 4 turns, plus at most the turns of the two runs in flight when the job was killed
+    assert 24 <= len(srv.requests) <= 24 + 2 * 4 and requeued_at < len(srv.requests)
     logs = _job_logs(sweep_dir)
     assert logs.count("Starting with JobEnvironment") == 2  # the first start and the restart, in one log (--open-mode=append)
     assert "threads: 1 cores: 1 job(s) x 2 run(s)" in logs  # the job's plan follows cpus_per_task=1, not the node's 2
