@@ -331,9 +331,8 @@ def _watch(box: sandbox._Box, limits: sandbox.Limits, stop: threading.Event, kil
     """Past box_memory_bytes together, kill the box's processes but its pid 1 and `spare` (the long-lived one);
     the whole box when that one alone is over."""
     init = _pid_of(box)
-    page = os.sysconf("SC_PAGE_SIZE")
     while not stop.wait(0.25):
-        sizes = _resident(box.pid_ns, page)
+        sizes = sandbox.resident(box.pid_ns)
         if sum(sizes.values()) <= limits.box_memory_bytes:
             continue
         if spare is not None and sizes.get(spare, 0) <= limits.box_memory_bytes:
@@ -347,19 +346,3 @@ def _watch(box: sandbox._Box, limits: sandbox.Limits, stop: threading.Event, kil
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(box.pidfd, signal.SIGKILL)
         return
-
-
-def _resident(pid_ns: int, page: int) -> dict[int, int]:
-    """Resident bytes of each process of the pid namespace (host pids), from the host's /proc."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{name}/ns/pid").st_ino != pid_ns:
-                continue
-            with open(f"/proc/{name}/statm", "rb") as fh:
-                out[int(name)] = int(fh.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            continue
-    return out

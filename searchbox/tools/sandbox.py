@@ -516,9 +516,9 @@ def _watch(box: _Box, limits: Limits, stop: threading.Event, killed: list[str]) 
             return
 
 
-def _resident_bytes(pid_ns: int) -> int:
-    """Resident memory of every process in the pid namespace, from the host's /proc."""
-    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+def resident(pid_ns: int) -> dict[int, int]:
+    """Resident bytes of each process in the pid namespace (host pids), from the host's /proc."""
+    out, page = {}, os.sysconf("SC_PAGE_SIZE")
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -526,10 +526,15 @@ def _resident_bytes(pid_ns: int) -> int:
             if os.stat(f"/proc/{name}/ns/pid").st_ino != pid_ns:
                 continue
             with open(f"/proc/{name}/statm", "rb") as fh:
-                total += int(fh.read().split()[1]) * page
+                out[int(name)] = int(fh.read().split()[1]) * page
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile, or not ours to look at
-    return total
+    return out
+
+
+def _resident_bytes(pid_ns: int) -> int:
+    """Resident memory of every process in the pid namespace together."""
+    return sum(resident(pid_ns).values())
 
 
 def _box_info(info_r: int) -> _Box | None:
