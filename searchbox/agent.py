@@ -348,12 +348,7 @@ class Agent:
 
     def _update_record(self, stop: str, detail: str) -> None:
         """Counters into the run record (the Recorder writes it)."""
-        r, s = self.rec.record, self.s
-        r.stop_reason, r.stop_detail = stop, detail
-        r.turns, r.continues_sent, r.compactions = s.turn, s.continues, s.compactions
-        self.acct.fill(r)
-        r.tool_errors = sum(1 for c in self.rec.calls if not c.ok)
-        r.answer_source = s.answer_source
+        self.acct.settle(self.rec.record, self.s, self.rec.calls, stop, detail)
 
     # ---- checkpoints (resume) -------------------------------------------------------------
     def _checkpoint(self) -> None:

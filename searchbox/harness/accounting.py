@@ -228,6 +228,15 @@ class Accountant:
             raise Stop("ceiling_seconds", f"run passed {self.h.run_ceiling_s}s")
 
     # ---- the record -----------------------------------------------------------------------
+    def settle(self, record: Any, state: Any, calls: list, stop: str, detail: str) -> None:
+        """The run record at a stop, whichever harness ran: why it stopped, the loop's counters (`state`: turn,
+        continues, compactions, answer_source), the accounting (fill) and the tool calls that failed."""
+        record.stop_reason, record.stop_detail = stop, detail
+        record.turns, record.continues_sent, record.compactions = state.turn, state.continues, state.compactions
+        self.fill(record)
+        record.tool_errors = sum(1 for c in calls if not c.ok)
+        record.answer_source = state.answer_source
+
     def fill(self, record: Any) -> None:
         """Tokens, counters and clocks into the run record."""
         from ..record import Tokens

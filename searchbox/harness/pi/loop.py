@@ -609,11 +609,7 @@ class PiRun:
 
     def _update_record(self, stop: str, detail: str) -> None:
         r, s = self.rec.record, self.s
-        r.stop_reason, r.stop_detail = stop, detail
-        r.turns, r.continues_sent, r.compactions = s.turn, s.continues, s.compactions
-        self.acct.fill(r)
-        r.tool_errors = sum(1 for c in self.rec.calls if not c.ok)
-        r.answer_source = s.answer_source
+        self.acct.settle(r, s, self.rec.calls, stop, detail)
         r.harness = {
             "kind": "pi", "pi_version": self.pi.version, "node": self.pi.node_version, "session": "pi/session.jsonl",
             "startup_s": round(s.startup_s, 3), "first_prompt_tokens": s.first_prompt_tokens, "system_prompt_chars": s.system_chars,
