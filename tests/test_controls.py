@@ -96,6 +96,19 @@ def test_delivery_file_and_json_protocol(tmp_path):
     assert meta["protocol"] == "json" and answer_of(tmp_path / "json") == answer_of(inline)
 
 
+def test_a_delivered_search_longer_than_the_output_cap_is_read_whole(tmp_path):
+    """delivery=file, a search result longer than what one tool output shows: the file is laid out in lines that `read`
+    pages through (one JSON line showed a reader only its start, and the dense control answered nothing), so the
+    dense control answers as it does inline, and every line of the file fits one read."""
+    _, inline = run_control(tmp_path, "dense", tools="vector_only", output_cap_chars=700, name="inline")
+    meta, run_dir = run_control(tmp_path, "dense", tools="vector_only", output_cap_chars=700, delivery="file", name="file")
+    delivered = run_dir / "work" / "results" / "1-search_dataroom.txt"
+    text = delivered.read_text()
+    assert len(text) > 700 and max(len(line) for line in text.splitlines()) < 700
+    assert json.loads(text)["results"]  # the same result, laid out
+    assert "38.4" in answer_of(run_dir) and answer_of(run_dir) == answer_of(inline)
+
+
 def test_budget_forcing_keeps_the_answer(tmp_path):
     meta, run_dir = run_control(tmp_path, "keyword", question=SKERROW_Q, gold=SKERROW_GOLD, budget=3)
     assert meta["turns"] == 3 and meta["stop_reason"] == "budget_spent"

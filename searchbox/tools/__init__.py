@@ -129,12 +129,24 @@ class Toolset:
         """delivery=file: the whole output goes to work/results/<n>-<tool>.txt; the message says where and how long."""
         self.state.delivered += 1
         rel = f"results/{self.state.delivered}-{name}.txt"
+        text = _laid_out(text)
         try:
             safefs.write_text(self.ctx.work, rel, text, replace=False)
         except safefs.UnsafePath as exc:  # the agent put something in the way: tell it, as any tool error
             return "", f"Error: could not deliver the result to {rel}: {exc}"
         lines = text.count("\n") + 1 if text else 0
         return rel, f"Result written to {rel} ({len(text)} characters, {lines} lines). Open it with read(path=\"{rel}\")."
+
+
+def _laid_out(text: str) -> str:
+    """A delivered output as its file holds it: JSON (a search's results) one field per line, so that `read` pages
+    through it; one line of 12,688 characters showed a reader only its first output cap's worth. Other text as is."""
+    if not text.startswith(("{", "[")):
+        return text
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, indent=1)
+    except (ValueError, RecursionError):
+        return text
 
 
 def _rendered(result: Any) -> tuple[str, Any]:
