@@ -173,8 +173,9 @@ def write_md(result: dict, path: Path) -> None:
         lines.append(f"| {name} | {DESCRIBE[name]} | {r['runs_per_hour']} | {r['turns_per_s']} | {r['completion_tokens_per_s']} | "
                      f"{r['runs_per_hour_end_to_end']} | {', '.join(map(str, r['run_phase_s_all']))} | "
                      f"{', '.join(map(str, r.get('load_before_all') or []))} |")
-    lines += ["", "Speed-up over serial (run phase): " + ", ".join(f"{k} x{v}" for k, v in result["speedup_vs_serial"].items()),
-              "", "Thread plans the sweeps printed:", ""]
+    if result["speedup_vs_serial"]:  # only where serial ran beside them
+        lines += ["", "Speed-up over serial (run phase): " + ", ".join(f"{k} x{v}" for k, v in result["speedup_vs_serial"].items())]
+    lines += ["", "Thread plans the sweeps printed:", ""]
     for name, r in rows.items():
         for p in r["thread_plans"] or ["(none printed)"]:
             lines.append(f"- {name}: {p}")
