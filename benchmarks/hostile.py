@@ -49,7 +49,12 @@ def machine() -> dict:
     bwrap = shutil.which("bwrap")
     version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else None
     return {"platform": platform.platform(), "python": platform.python_version(), "bwrap": version,
-            "harness_uid": os.geteuid(), "cpus": os.cpu_count(), "load_after": [round(x, 2) for x in os.getloadavg()]}
+            "harness_uid": os.geteuid(), "cpus": os.cpu_count()}
+
+
+def load() -> list[float]:
+    """The 1-, 5- and 15-minute load averages, rounded."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def markdown(result: dict) -> str:
@@ -57,7 +62,7 @@ def markdown(result: dict) -> str:
              "",
              f"{result['breached']} breached, {result['unavailable']} unavailable on this machine "
              f"({result['machine']['platform']}, {result['machine']['bwrap']}, harness uid {result['machine']['harness_uid']}); "
-             f"{result['seconds']:.0f} s in all; 1-minute load average {result['machine'].get('load_before')} before, "
+             f"{result['seconds']:.0f} s in all; load average (1, 5, 15 min) {result['machine']['load_before']} before, "
              f"{result['machine']['load_after']} after (only held or not is measured: times are what this load gave). "
              "Each attempt is also a test (tests/test_hostile.py).",
              "",
@@ -75,14 +80,14 @@ def main() -> int:
     parser.add_argument("-k", default="", help="only attempts whose name contains this")
     args = parser.parse_args()
     chosen = [a for a in ATTEMPTS if args.k in a.name]
-    start, load_before = time.monotonic(), [round(x, 2) for x in os.getloadavg()]
+    start, load_before = time.monotonic(), load()
     rows = []
     for attempt in chosen:
         row = try_one(attempt)
         rows.append(row)
         print(f"[{row['outcome']:>11}] {row['group']:<11} {row['name']:<26} {row['seconds']:6.1f}s  {row['note'][:110]}", flush=True)
     count = {k: sum(r["outcome"] == k for r in rows) for k in ("held", "breached", "unavailable")}
-    result = {"attempted": len(rows), **count, "seconds": round(time.monotonic() - start, 1), "machine": {**machine(), "load_before": load_before},
+    result = {"attempted": len(rows), **count, "seconds": round(time.monotonic() - start, 1), "machine": {**machine(), "load_before": load_before, "load_after": load()},
               "attempts": rows}
     print(f"\nattempted {result['attempted']}, held {count['held']}, breached {count['breached']}, unavailable {count['unavailable']}")
     if not args.k:

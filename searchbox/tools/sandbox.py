@@ -509,7 +509,7 @@ class _Box:
 def _watch(box: _Box, limits: Limits, stop: threading.Event, killed: list[str]) -> None:
     """Kill the box when its processes together hold more than box_memory_bytes (RLIMIT_AS is per process)."""
     while not stop.wait(0.25):
-        if _resident_bytes(box.pid_ns) > limits.box_memory_bytes:
+        if sum(resident(box.pid_ns).values()) > limits.box_memory_bytes:
             killed.append(f"its processes passed {limits.box_memory_bytes >> 20} MiB of memory together")
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(box.pidfd, signal.SIGKILL)
@@ -530,11 +530,6 @@ def resident(pid_ns: int) -> dict[int, int]:
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile, or not ours to look at
     return out
-
-
-def _resident_bytes(pid_ns: int) -> int:
-    """Resident memory of every process in the pid namespace together."""
-    return sum(resident(pid_ns).values())
 
 
 def _box_info(info_r: int) -> _Box | None:
