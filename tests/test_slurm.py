@@ -64,6 +64,12 @@ def _done(runs_dir: Path) -> dict[str, int]:
     return {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/DONE") if not p.parent.name.startswith(".")}
 
 
+def _gone(env: dict, job: str) -> bool:
+    """No part of `job` is left on the cluster, COMPLETING included: its processes are dead (squeue lists nothing)."""
+    out = subprocess.run(["squeue", "-h", "-j", job], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    return not out.stdout.strip()  # an id already purged is an error here, and gone too
+
+
 def _job_logs(sweep_dir: Path) -> str:
     """What the jobs printed (submitit's own log lines go to stdout, the sweep's to stderr), every start appended."""
     return "\n".join(p.read_text(errors="replace") for p in sorted(sweep_dir.glob(".submitit/*/*_log.*")))
@@ -205,6 +211,9 @@ def test_scancel_of_the_array_leaves_tables_that_collect_and_a_relaunch_finishes
         line = next((ln for ln in out.splitlines() if ln.startswith("searchbox: ")), "")
         assert "CANCELLED" in line and array in line, out[-3000:]
         assert "Traceback" not in out, out[-3000:]
+        # sacct says CANCELLED at once, but the job ignores the SIGTERM and may finish one more run until KillWait's
+        # SIGKILL: the sweep returns only once the jobs are gone, so what it collected is every finished run.
+        assert _gone(slurm_cluster, array)
         kept = _done(runs_dir)
         assert 2 <= len(kept) < 8
         collected = subprocess.run([*SWEEP[:1], "-m", "searchbox.collect", str(sweep_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from omegaconf import OmegaConf
 log = logging.getLogger(__name__)
 STATE_EVERY_S = 30.0  # how often the wait reports a change in the jobs' Slurm states
 RESULT_GRACE_S = 15.0  # how long an ended job's result file may take to show on a network file system (submitit's wait)
+DRAIN_S = 600.0  # how long a cancelled job's processes may take to die (KillWait is 30 s by default)
 
 
 def _say(message: str) -> None:
@@ -31,6 +33,22 @@ def _own_error(path: Path) -> str:
     except OSError:
         return ""
     return next((ln.removeprefix("searchbox: ") for ln in reversed(lines) if ln.startswith("searchbox: ")), "")
+
+
+def _drain(ids: list[str]) -> None:
+    """Until no part of the jobs is left on the cluster. sacct says CANCELLED at scancel, but submitit's job ignores
+    the SIGTERM and works on until KillWait's SIGKILL: a run it finishes meanwhile belongs in the tables collected
+    next, and a relaunch started before it dies would do its runs a second time."""
+    deadline = time.monotonic() + DRAIN_S
+    while time.monotonic() < deadline:
+        try:
+            out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return  # no squeue to ask: collect what is there
+        if not out.stdout.strip():  # an id already purged is an error with nothing listed: gone too
+            return
+        time.sleep(1.0)
+    _say(f"Slurm job(s) {', '.join(ids)} still listed by squeue after {DRAIN_S:.0f} s; collecting what finished so far")
 
 
 def varying(job_overrides: Sequence[Sequence[str]]) -> list[str]:
@@ -85,6 +103,7 @@ class SlurmLauncher(PluginSlurmLauncher):
         unfinished = self._unfinished(jobs)
         if not unfinished:
             return [job.results()[0] for job in jobs]
+        _drain(ids)
         for i in unfinished:
             job = jobs[i]
             said = _own_error(Path(job.paths.stderr))
