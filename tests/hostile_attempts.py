@@ -227,8 +227,10 @@ def planted_file(tmp: Path) -> str:
 
 @attempt("sandbox", "find / -name run_meta.json for a sibling run's gold answer")
 def find_run_meta(tmp: Path) -> str:
-    with box(tmp) as b:
-        out = b.bash("find / -name run_meta.json 2>/dev/null; find / -name 'SECRET*' 2>/dev/null; echo END", timeout=40)
+    # One walk of the whole box, with room for a loaded machine (a 40 s cap timed out beside a sweep): a walk cut short
+    # proves nothing, so it counts as a breach.
+    with box(tmp, bash_timeout_s=30) as b:
+        out = b.bash("find / \\( -name run_meta.json -o -name 'SECRET*' \\) 2>/dev/null; echo END", timeout=120)
         held(out.strip() == "END", f"find found: {out[:300]!r}")
         return "nothing found"
 
@@ -238,8 +240,8 @@ def package_questions(tmp: Path) -> str:
     import searchbox
 
     pkg = Path(searchbox.__file__).resolve().parent
-    with box(tmp) as b:
-        out = b.bash(f"cat {pkg}/builtin/*.jsonl 2>&1 | head -3; find / \\( -name '*questions*.jsonl' -o -name '*qa*.jsonl' \\) 2>/dev/null; echo END", timeout=40)
+    with box(tmp, bash_timeout_s=30) as b:  # room for the walk on a loaded machine, as find_run_meta
+        out = b.bash(f"cat {pkg}/builtin/*.jsonl 2>&1 | head -3; find / \\( -name '*questions*.jsonl' -o -name '*qa*.jsonl' \\) 2>/dev/null; echo END", timeout=120)
         held('"answer"' not in out, f"question file readable: {out[:300]!r}")
         held(out.strip().endswith("END") and "jsonl\n" not in out.replace("No such file", ""), f"question files found: {out[:300]!r}")
         return "no question file reachable"
