@@ -107,6 +107,18 @@ def test_conditions_skip_replicates_operational_and_aliases():
     assert conditions(runs) == ["model"]
 
 
+def test_a_question_selection_is_no_condition():
+    """questions.limit=20, then the same sweep at 40: the first 20 runs are kept (the key is the question, not the
+    limit), so their rows say 20 and the rest 40. Which questions ran is the question_id column's business; a limit
+    or an id list splitting the conditions would halve every cell and compare nothing."""
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(8)], "question_id": [f"q{i % 4}" for i in range(8)],
+                         "budget": [1, 1, 1, 1, 3, 3, 3, 3], "questions.limit": [2, 2, 4, 4, 2, 2, 4, 4],
+                         "questions.ids": [None] * 8, "contains": 1.0})
+    assert conditions(runs) == ["budget"]
+    runs["questions.ids"] = ["q0,q1", None] * 4
+    assert conditions(runs) == ["budget"]
+
+
 def test_paired_comparison_and_mcnemar():
     rows = []
     for i in range(10):

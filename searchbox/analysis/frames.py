@@ -2,8 +2,9 @@
 
 A *condition* is one combination of every design column that varies across the loaded runs
 (axes, config keys, dataroom, served model); tables and figures never pool two conditions.
-Seeds are replicates, not conditions, and operational fields (config.OPERATIONAL_FIELDS) do not
-change what a run computes, so neither splits a condition.
+Seeds are replicates, not conditions; operational fields (config.OPERATIONAL_FIELDS) do not change what a run
+computes, and a question selection (questions.limit, questions.ids) only says which questions ran: none of them
+splits a condition.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ KNOWN_AXES = ("model", "tools", "budget", "budget_unit", "token_metric", "force_
               "questions", "noise", "delivery", "experiment")
 IDENTITY = ("served_model_id", "served_gguf_sha256", "served_policy", "dataroom_identity", "dataroom_sha256")
 REPLICATES = frozenset({"seed", "model.seed", "noise.seed", "distractors.seed"})
+# Which questions a sweep ran, not how: a run's key is its question, so a run kept from a launch at questions.limit=20
+# is the same run at 40. question_id says which questions each condition has.
+SELECTION = frozenset({"questions.limit", "questions.ids"})
 DRAWN_WITH_NOISE = ("dataroom_sha256",)  # identity columns that change with each distractor draw
 LABEL_FIRST = ("tools", "budget", "model", "retriever", "force_budget")  # preferred order of condition columns
 
@@ -67,7 +71,7 @@ def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> li
     to the earlier ones, such as served_model_id beside model or model.protocol beside model, is left out)."""
     if runs.empty:
         return []
-    cands = [c for c in _design_candidates(runs, design) if c not in REPLICATES and c not in OPERATIONAL_FIELDS]
+    cands = [c for c in _design_candidates(runs, design) if c not in REPLICATES | SELECTION and c not in OPERATIONAL_FIELDS]
     varying = [c for c in cands if _key(runs[c]).nunique() > 1]
     rank = {c: i for i, c in enumerate(LABEL_FIRST)}
     varying.sort(key=lambda c: (rank.get(c, len(rank)), "." in c, c in IDENTITY))
