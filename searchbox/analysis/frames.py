@@ -71,7 +71,7 @@ def conditions(runs: pd.DataFrame, design: Optional[Iterable[str]] = None) -> li
     to the earlier ones, such as served_model_id beside model or model.protocol beside model, is left out)."""
     if runs.empty:
         return []
-    cands = [c for c in _design_candidates(runs, design) if c not in REPLICATES | SELECTION and c not in OPERATIONAL_FIELDS]
+    cands = [c for c in _design_candidates(runs, design) if c not in REPLICATES and c not in SELECTION and c not in OPERATIONAL_FIELDS]
     varying = [c for c in cands if _key(runs[c]).nunique() > 1]
     rank = {c: i for i, c in enumerate(LABEL_FIRST)}
     varying.sort(key=lambda c: (rank.get(c, len(rank)), "." in c, c in IDENTITY))
