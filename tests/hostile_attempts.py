@@ -225,12 +225,15 @@ def planted_file(tmp: Path) -> str:
         return "the run's parents are empty in the box"
 
 
+# A walk of the whole box (`find /`) gets room for a loaded machine (a 40 s cap timed out beside a sweep); a walk cut
+# short proves nothing, so it counts as a breach. bash allows a call at most 4 x bash_timeout_s.
+WALK_S = 120
+
+
 @attempt("sandbox", "find / -name run_meta.json for a sibling run's gold answer")
 def find_run_meta(tmp: Path) -> str:
-    # One walk of the whole box, with room for a loaded machine (a 40 s cap timed out beside a sweep): a walk cut short
-    # proves nothing, so it counts as a breach.
-    with box(tmp, bash_timeout_s=30) as b:
-        out = b.bash("find / \\( -name run_meta.json -o -name 'SECRET*' \\) 2>/dev/null; echo END", timeout=120)
+    with box(tmp, bash_timeout_s=WALK_S / 4) as b:
+        out = b.bash("find / \\( -name run_meta.json -o -name 'SECRET*' \\) 2>/dev/null; echo END", timeout=WALK_S)
         held(out.strip() == "END", f"find found: {out[:300]!r}")
         return "nothing found"
 
@@ -240,8 +243,8 @@ def package_questions(tmp: Path) -> str:
     import searchbox
 
     pkg = Path(searchbox.__file__).resolve().parent
-    with box(tmp, bash_timeout_s=30) as b:  # room for the walk on a loaded machine, as find_run_meta
-        out = b.bash(f"cat {pkg}/builtin/*.jsonl 2>&1 | head -3; find / \\( -name '*questions*.jsonl' -o -name '*qa*.jsonl' \\) 2>/dev/null; echo END", timeout=120)
+    with box(tmp, bash_timeout_s=WALK_S / 4) as b:
+        out = b.bash(f"cat {pkg}/builtin/*.jsonl 2>&1 | head -3; find / \\( -name '*questions*.jsonl' -o -name '*qa*.jsonl' \\) 2>/dev/null; echo END", timeout=WALK_S)
         held('"answer"' not in out, f"question file readable: {out[:300]!r}")
         held(out.strip().endswith("END") and "jsonl\n" not in out.replace("No such file", ""), f"question files found: {out[:300]!r}")
         return "no question file reachable"
