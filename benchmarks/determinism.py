@@ -4,10 +4,10 @@
     python benchmarks/determinism.py [--questions 3] [--budget 2] [--tools high] [--out results/benchmarks]
 
 The first questions of the packaged set (jq001...) are run with the real llama-server and SmolLM2 through
-searchbox.run.execute, the way a sweep runs them (each run pinned to the slot the pool gives it, that slot erased
+searchbox.run.runner.execute, the way a sweep runs them (each run pinned to the slot the pool gives it, that slot erased
 first). Every run of a question is compared with the question's reference (its first run in `serial`, on a fresh
 server); a trajectory is what the model said, what the tools answered and the tokens billed, without ids or clocks
-(searchbox.trajectory).
+(searchbox.record.trajectory).
 
     serial      one server, 1 slot, the thread plan's -t: q1..qn, then in reverse, then each again at once
                 (its prompt still cached in the slot before the erase)
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 def questions(n: int) -> list:
     from searchbox.grading import load_questions
-    from searchbox.questions import builtin_questions
+    from searchbox.questions.build import builtin_questions
 
     return load_questions(builtin_questions(), n)
 
@@ -67,10 +67,10 @@ def config(tools: str, budget: int, parallel: int):
 
 
 def run_one(cfg, q, url: str, slot, out: Path) -> dict:
-    from searchbox.dataroom import packaged_corpus
-    from searchbox.record import Gold
-    from searchbox.run import RunInfo, execute
-    from searchbox.trajectory import trajectory
+    from searchbox.corpus.dataroom import packaged_corpus
+    from searchbox.record.record import Gold
+    from searchbox.run.runner import RunInfo, execute
+    from searchbox.record.trajectory import trajectory
 
     info = RunInfo(question_id=q.id, gold=Gold(q.answer, list(q.aliases), list(q.gold_files), q.type), slot=slot)
     t = time.monotonic()
@@ -102,9 +102,9 @@ def before_server(server):
 
 def servers_for(cfg, threads: int | None, layout: str, before: bool) -> list:
     """Started embedded servers: one of cfg.model.parallel slots (`shared`), or as a sweep's job lays them out here."""
-    from searchbox.llama import LlamaServer
-    from searchbox.sweep import embedded_plan, start_embedded, uses_embedder
-    from searchbox.threads import available_cores
+    from searchbox.model.llama import LlamaServer
+    from searchbox.sweep.job import embedded_plan, start_embedded, uses_embedder
+    from searchbox.model.threads import available_cores
 
     if layout == "sweep":
         return start_embedded(cfg.model, embedded_plan(cfg.model, available_cores(), uses_embedder(cfg.retrieval.embedder, cfg.tools), 1, None))
@@ -115,8 +115,8 @@ def servers_for(cfg, threads: int | None, layout: str, before: bool) -> list:
 def phase(name: str, cfg, order: list, work: Path, threads: int | None, in_flight: int = 1, before: bool = False,
           layout: str = "shared") -> tuple[list[dict], dict]:
     """Run `order` on fresh embedded servers; runs in flight take slots from a pool, as a sweep's do."""
-    from searchbox.llama import stop_servers
-    from searchbox.pool import open_pool
+    from searchbox.model.llama import stop_servers
+    from searchbox.model.pool import open_pool
 
     runs: list[dict] = []
     lock = threading.Lock()
@@ -156,9 +156,9 @@ def phase(name: str, cfg, order: list, work: Path, threads: int | None, in_fligh
 
 
 def main() -> None:
-    from searchbox.llama import find_model, find_server, server_version
-    from searchbox.threads import available_cores
-    from searchbox.trajectory import first_difference
+    from searchbox.model.llama import find_model, find_server, server_version
+    from searchbox.model.threads import available_cores
+    from searchbox.record.trajectory import first_difference
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=3)
@@ -175,7 +175,7 @@ def main() -> None:
         raise SystemExit("searchbox: the embedded default is not installed: run `python -m searchbox setup`")
     qs = questions(args.questions)
     cfg1, cfg2 = config(args.tools, args.budget, 1), config(args.tools, args.budget, 2)
-    from searchbox.llama import LlamaServer
+    from searchbox.model.llama import LlamaServer
 
     planned = LlamaServer.from_config(cfg1.model).threads or 1
     other = 1 if planned > 1 else 2

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from searchbox.dataroom import make_writable  # noqa: E402
+from searchbox.corpus.dataroom import make_writable  # noqa: E402
 from tests.hostile_attempts import ATTEMPTS, Attempt, Breach, Unavailable  # noqa: E402
 
 

@@ -32,13 +32,13 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from searchbox import threads  # noqa: E402
+from searchbox.model import threads  # noqa: E402
 
-from searchbox.index import ann as ann_mod  # noqa: E402
-from searchbox.index.build import build, refresh  # noqa: E402
-from searchbox.index.encoders import record  # noqa: E402
-from searchbox.index.source import Chunking  # noqa: E402
-from searchbox.index.store import Index  # noqa: E402
+from searchbox.retrieval.index import ann as ann_mod  # noqa: E402
+from searchbox.retrieval.index.build import build, refresh  # noqa: E402
+from searchbox.retrieval.index.encoders import record  # noqa: E402
+from searchbox.retrieval.index.source import Chunking  # noqa: E402
+from searchbox.retrieval.index.store import Index  # noqa: E402
 from searchbox.retrieval.cache import CachedEncoder  # noqa: E402
 from searchbox.retrieval.embedder import HashEmbedder, identity_key, normalise  # noqa: E402
 
@@ -171,7 +171,7 @@ def case_refresh(tmp: Path, rng) -> dict:
     idx = Index.open(folder)
     old_chunks = idx.files["team07/doc01207.md"]["chunks"]
     idx.close()
-    from searchbox.dataroom import chunk_text
+    from searchbox.corpus.dataroom import chunk_text
 
     expected = [c for _, c in chunk_text(target.read_text(), chunking.chars, chunking.overlap)]
     t = time.monotonic()
@@ -303,7 +303,7 @@ def main() -> int:
     if args.ann_case:
         print(json.dumps(case_ann(args.ann_case, args.tmp)))
         return 0
-    threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.threads)
+    threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.model.threads)
     tmp = Path(tempfile.mkdtemp(prefix="sb-index-bench-"))
     os.environ["SEARCHBOX_HOME"] = str(tmp / "home")
     rng = np.random.default_rng(0)

@@ -163,8 +163,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one case may take")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     args = parser.parse_args()
-    from searchbox.llama import find_model, find_server
-    from searchbox.threads import available_cores
+    from searchbox.model.llama import find_model, find_server
+    from searchbox.model.threads import available_cores
 
     if find_server() is None or find_model() is None:
         print("searchbox: the embedded default is not installed: run `python -m searchbox setup`", file=sys.stderr)

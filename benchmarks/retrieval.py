@@ -26,13 +26,13 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from searchbox import threads  # noqa: E402
+from searchbox.model import threads  # noqa: E402
 
 from searchbox.config import RetrievalConfig  # noqa: E402
-from searchbox.dataroom import make_writable, open_workspace  # noqa: E402
+from searchbox.corpus.dataroom import make_writable, open_workspace  # noqa: E402
 from searchbox.errors import SearchboxError  # noqa: E402
-from searchbox.index.bench import bench, gold_metrics, load_questions  # noqa: E402
-from searchbox.index.source import Chunking, iter_folder  # noqa: E402
+from searchbox.retrieval.index.bench import bench, gold_metrics, load_questions  # noqa: E402
+from searchbox.retrieval.index.source import Chunking, iter_folder  # noqa: E402
 from searchbox.retrieval import Retrieval  # noqa: E402
 from searchbox.retrieval.cache import CachedEncoder, EmbeddingCache  # noqa: E402
 from searchbox.retrieval.embedder import LocalEmbedder  # noqa: E402
@@ -60,7 +60,7 @@ def main() -> int:
         return 2
     if args.limit:
         questions = questions[: args.limit]
-    threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.threads)
+    threadpool_limits(limits=threads.BLAS_THREADS, user_api="blas")  # BLAS threads as runs have them (searchbox.model.threads)
     tmp = Path(tempfile.mkdtemp(prefix="sb-bench-"))
     os.environ["SEARCHBOX_HOME"] = str(tmp / "home")
     try:

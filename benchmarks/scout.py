@@ -127,12 +127,12 @@ def main() -> int:
     result["policies"]["keyword"] = run_policy(ScoutConfig(policy="keyword", budget=args.budget), tasks, repos, None, args.limit, work)
     model_label = "none"
     if not args.skip_model:
-        from searchbox.run import endpoint_for
+        from searchbox.run.runner import endpoint_for
 
         cfg = ScoutConfig(policy="model", budget=args.budget)
         cfg.model.server_bin = args.server_bin
         with endpoint_for(cfg, args.endpoint) as url:
-            from searchbox.llm import ChatClient
+            from searchbox.model.llm import ChatClient
 
             props = ChatClient(cfg.model, url).get_json("/props") or {}
             model_label = os.path.basename(str(props.get("model_path") or cfg.model.name))

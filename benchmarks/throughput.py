@@ -199,8 +199,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     parser.add_argument("--out-name", default="throughput", help="file stem of the .json and .md written")
     args = parser.parse_args()
-    from searchbox.llama import find_model, find_server
-    from searchbox.threads import available_cores
+    from searchbox.model.llama import find_model, find_server
+    from searchbox.model.threads import available_cores
 
     if not any(o.startswith("model.server_bin=") for o in args.set) and (find_server() is None or find_model() is None):
         print("searchbox: the embedded default is not installed: run `python -m searchbox setup`", file=sys.stderr)

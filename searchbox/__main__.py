@@ -23,7 +23,7 @@ class Check:
 
 
 def _llama_server() -> str:
-    from .llama import find_server, server_devices, server_version
+    from .model.llama import find_server, server_devices, server_version
 
     path = find_server()
     if path is None:
@@ -34,7 +34,7 @@ def _llama_server() -> str:
 
 
 def _build_plan() -> str:
-    from .llama import build_plan
+    from .model.llama import build_plan
 
     plan = build_plan()
     cuda = [f for f in plan.flags if "CUDA" in f]
@@ -42,7 +42,7 @@ def _build_plan() -> str:
 
 
 def _threads() -> str:
-    from .threads import available_cores, other_load, plan, whole_machine
+    from .model.threads import available_cores, other_load, plan, whole_machine
 
     cores, shared = available_cores(), whole_machine()
     load = other_load()[0] if shared else 0.0
@@ -52,7 +52,7 @@ def _threads() -> str:
 
 
 def _model() -> str:
-    from .llama import SMOLLM2, find_model
+    from .model.llama import SMOLLM2, find_model
     from .paths import sha256_file
 
     path = find_model()
@@ -70,7 +70,7 @@ def _endpoint() -> str:
     url = os.environ.get("LLAMA_URL")
     if not url:
         return "LLAMA_URL unset: the embedded llama-server starts on demand"
-    from .llm import base_url
+    from .model.llm import base_url
 
     resp = httpx.get(f"{base_url(url)}/health", timeout=5.0)
     if resp.status_code != 200:
@@ -127,9 +127,9 @@ def packaged_index_config():
 
 
 def _packaged_index() -> str:
-    from .dataroom import packaged_corpus
-    from .index.ready import found
-    from .index.store import read_state
+    from .corpus.dataroom import packaged_corpus
+    from .run.index_ready import found
+    from .retrieval.index.store import read_state
 
     hit = found(packaged_index_config(), packaged_corpus())
     if hit is None:
@@ -142,7 +142,7 @@ def _packaged_index() -> str:
 
 
 def _distractors() -> str:
-    from .noise import WIKIPEDIA_VITAL
+    from .corpus.noise import WIKIPEDIA_VITAL
 
     if not WIKIPEDIA_VITAL.path.is_file():
         raise SearchboxError(f"{WIKIPEDIA_VITAL.path} not installed")
@@ -184,7 +184,7 @@ def doctor(only: Optional[list[str]] = None) -> int:
 
 
 def setup(dry_run: bool = False) -> int:
-    from .llama import build_plan, ensure_model, ensure_server, find_server
+    from .model.llama import build_plan, ensure_model, ensure_server, find_server
 
     from .harness.pi import install as pi_install
 
@@ -197,7 +197,7 @@ def setup(dry_run: bool = False) -> int:
         pi = pi_install.find_pi()
         print(f"pi: {'installed' if pi else 'would npm ci'} {pi_install.pinned_version()} under {pi_install.install_dir()}")
         return 0
-    from .noise import ensure_default_corpus
+    from .corpus.noise import ensure_default_corpus
 
     server = ensure_server(planned=True)
     model = ensure_model()
@@ -216,10 +216,10 @@ def setup(dry_run: bool = False) -> int:
 
 def packaged_index():
     """Build (once) the index that runs over the packaged corpus search, so no run embeds it under a model slot."""
-    from .dataroom import packaged_corpus
-    from .index.console import showing
-    from .index.ready import ensure
-    from .threads import preset_blas_env
+    from .corpus.dataroom import packaged_corpus
+    from .retrieval.index.console import showing
+    from .run.index_ready import ensure
+    from .model.threads import preset_blas_env
 
     preset_blas_env()
     with showing("the packaged corpus"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -18,11 +19,17 @@ EMBEDDERS = ("local", "api")
 RERANKERS = ("none", "cross-encoder", "api")
 DELIVERIES = ("inline", "file")
 INDEX_BACKENDS = ("exact", "ann")
+# The harness kinds (`harness.kind`): each maps to its class as "module:Class", imported on first use by
+# searchbox.harness.load. The table is data here, below every harness, so validation needs no harness imported.
+HARNESS_KINDS: dict[str, str] = {
+    "native": "searchbox.harness.native:NativeHarness",
+    "pi": "searchbox.harness.pi:PiHarness",
+}
 
 
 # Fields that change how a run is carried out but not what it computes: left out of the run key, so
 # `model.parallel=2` or a longer timeout relaunches nothing. What served the run is keyed instead by
-# the server's own identity (identity.served_identity), not by how we reached it. model.server_args is here as a
+# the server's own identity (model.served.served_identity), not by how we reached it. model.server_args is here as a
 # whole, but the key holds its flags that can change the numbers (identity.semantic_server_args: all but threads,
 # slots, ports, logging, CPU pinning), and harness.today is keyed as the date it resolves to.
 OPERATIONAL_FIELDS = frozenset({
@@ -153,10 +160,8 @@ class RunConfig:
 
     def validate(self) -> "RunConfig":
         """Check enumerations and ranges; raise ConfigError naming the field."""
-        from .harness import kinds
-
         checks = [
-            ("harness.kind", self.harness.kind, kinds()),
+            ("harness.kind", self.harness.kind, tuple(HARNESS_KINDS)),
             ("model.protocol", self.model.protocol, PROTOCOLS),
             ("harness.budget_unit", self.harness.budget_unit, BUDGET_UNITS),
             ("harness.token_metric", self.harness.token_metric, TOKEN_METRICS),
@@ -224,3 +229,8 @@ def stable_hash(*parts: Any, length: int = 16) -> str:
     """A short SHA-256 of JSON-serialisable parts, independent of dict order."""
     blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def resolved_today(harness: HarnessConfig) -> str:
+    """The date the prompt will say: harness.today, else today (so a null date is keyed by the day it ran)."""
+    return harness.today or dt.date.today().isoformat()

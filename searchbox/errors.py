@@ -3,6 +3,7 @@
 import errno
 import functools
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Iterator, Optional
@@ -149,3 +150,12 @@ def task(fn):
             raise SystemExit(130) from None
 
     return wrapper
+
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM ends a run like Ctrl-C: stop reason `interrupted`, logs complete, server stopped."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)

@@ -50,7 +50,7 @@ class Backend:
 
     def __init__(self, dataroom: Optional[str], repo: Optional[Path], retrieval: RetrievalConfig, scout: ScoutConfig,
                  endpoint: Optional[str], runs_dir: Path):
-        from .dataroom import make_writable, open_workspace
+        from .corpus.dataroom import make_writable, open_workspace
 
         self.repo = Path(repo).resolve() if repo else None
         if self.repo is not None and not self.repo.is_dir():
@@ -126,7 +126,7 @@ class Backend:
         if self.endpoint:
             return self.endpoint
         if self._server is None:
-            from .llama import LlamaServer
+            from .model.llama import LlamaServer
 
             self._server = LlamaServer.from_config(cfg.model).start()
         return self._server.url

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from searchbox.config import RunConfig
-from searchbox.run import execute
+from searchbox.run.runner import execute
 from tests.fakes.scripted_server import ScriptedServer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -86,7 +86,7 @@ def outside_tmp(tmp: Path) -> Iterator[Path]:
         yield Path(os.path.realpath(root))
     finally:
         if root != tmp:
-            from searchbox.dataroom import make_writable
+            from searchbox.corpus.dataroom import make_writable
 
             make_writable(root)
             shutil.rmtree(root, ignore_errors=True)
@@ -97,7 +97,7 @@ class Box:
 
     def __init__(self, root: Path, bash_timeout_s: float = 10.0):
         from searchbox.config import HarnessConfig
-        from searchbox.dataroom import open_workspace
+        from searchbox.corpus.dataroom import open_workspace
         from searchbox.errors import SandboxError
         from searchbox.tools import ToolContext, Toolset, select
         from searchbox.tools.sandbox import resolve_mode
@@ -534,7 +534,7 @@ def special_files(tmp: Path) -> str:
 
 @attempt("links", "make .dataroom.partial a link to a host folder, then reuse the run dir (chmod -R through it)")
 def partial_link_reuse(tmp: Path) -> str:
-    from searchbox.dataroom import open_workspace
+    from searchbox.corpus.dataroom import open_workspace
 
     with box(tmp) as b:
         host = b.root / "hostdir"
@@ -552,7 +552,7 @@ def partial_link_reuse(tmp: Path) -> str:
 
 @attempt("links", "replace work/dataroom with a link to a host folder (possible with sandbox=none), then reuse the run dir")
 def dataroom_link_reuse(tmp: Path) -> str:
-    from searchbox.dataroom import make_writable, open_workspace
+    from searchbox.corpus.dataroom import make_writable, open_workspace
 
     with box(tmp) as b:
         host = b.root / "hostdir"
@@ -636,7 +636,7 @@ def _zip(path: Path, entries) -> Path:
 
 
 def _refused(tmp: Path, archive: Path, fragment: str) -> str:
-    from searchbox.dataroom import open_workspace
+    from searchbox.corpus.dataroom import open_workspace
     from searchbox.errors import DataroomError
 
     before = {p for p in tmp.rglob("*")}
@@ -760,7 +760,7 @@ def zip_truncated(tmp: Path) -> str:
 
 @attempt("zips", "an empty zip")
 def zip_empty(tmp: Path) -> str:
-    from searchbox.dataroom import open_workspace
+    from searchbox.corpus.dataroom import open_workspace
 
     ws = open_workspace(tmp / "run", _zip(tmp / "empty.zip", []))
     held(ws.files == [] and ws.dataroom.is_dir(), "an empty zip did not give an empty dataroom")
@@ -784,7 +784,7 @@ def _cfg(**harness):
 
 
 def _execute(url: str, run_dir: Path, **harness) -> None:
-    from searchbox.run import execute
+    from searchbox.run.runner import execute
 
     execute(_cfg(**harness), QUESTION, None, run_dir, url)
 

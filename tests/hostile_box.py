@@ -22,7 +22,7 @@ def _files(out: str) -> set[str]:
 # ---- tools that see what is there ----------------------------------------------------------------
 @attempt("box", "a dataroom .ignore (and .gitignore, .rgignore, git's global excludes) hides gannet.md from grep")
 def grep_ignore_files(tmp: Path) -> str:
-    from searchbox.dataroom import make_read_only, make_writable
+    from searchbox.corpus.dataroom import make_read_only, make_writable
 
     with box(tmp) as b:
         room = b.ws.dataroom
@@ -142,8 +142,8 @@ def disk_quota_links_and_holes(tmp: Path) -> str:
 # ---- paths the harness cannot choke on -----------------------------------------------------------
 @attempt("box", "30 nested 200-character folders in work/, then --overwrite (make_writable, rmtree), listing, reuse")
 def deep_tree(tmp: Path) -> str:
-    from searchbox import safefs
-    from searchbox.dataroom import make_writable, open_workspace, remove_tree
+    from searchbox.corpus import safefs
+    from searchbox.corpus.dataroom import make_writable, open_workspace, remove_tree
 
     with box(tmp) as b:
         name = "d" * 200

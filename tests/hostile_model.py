@@ -30,13 +30,13 @@ def _model_run(tmp: Path, script: list, server_kw: dict | None = None, protocol:
     """The script through a real run in a child; the run must be a result with every artifact readable."""
     import pyarrow.parquet as pq
 
-    from searchbox.agent import INFRA_STOPS
+    from searchbox.harness.agent import INFRA_STOPS
     from tests.fakes.scripted_server import ScriptedServer
 
     run_dir = tmp / "run"
 
     def go() -> None:
-        from searchbox.run import execute
+        from searchbox.run.runner import execute
 
         cfg = _cfg(**harness)
         cfg.model.protocol = protocol

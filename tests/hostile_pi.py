@@ -97,7 +97,7 @@ def _commands(p: Probe, port: int) -> list[tuple[str, str, dict]]:
 
 def _run_probe() -> Probe:
     from searchbox.config import RunConfig
-    from searchbox.run import execute
+    from searchbox.run.runner import execute
     from tests.fakes.scripted_server import ScriptedServer
 
     _use_real_pi()

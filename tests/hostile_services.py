@@ -136,7 +136,7 @@ def scout_malformed_values(tmp: Path) -> str:
 # ---- MCP ---------------------------------------------------------------------------------------------------
 @attempt("mcp", "raw JSON-RPC lines: a tools/call with a lone surrogate, not JSON, a batch, params of the wrong type, 5,000 deep")
 def mcp_raw_lines(tmp: Path) -> str:
-    from searchbox.dataroom import builtin_dataroom
+    from searchbox.corpus.dataroom import builtin_dataroom
 
     call = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "search_dataroom", "arguments": %s}}'
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -165,8 +165,8 @@ def mcp_raw_lines(tmp: Path) -> str:
 
 # ---- index -----------------------------------------------------------------------------------------------
 def _hash_index(tmp: Path) -> tuple[Path, Path]:
-    from searchbox.dataroom import builtin_dataroom
-    from searchbox.index.__main__ import main
+    from searchbox.corpus.dataroom import builtin_dataroom
+    from searchbox.retrieval.index.cli import main
 
     src, folder = tmp / "src", tmp / "ix"
     shutil.copytree(builtin_dataroom(), src)
@@ -190,7 +190,7 @@ def index_corrupt_bm25(tmp: Path) -> str:
 READER = r"""
 import json, sys, time
 from pathlib import Path
-from searchbox.index.store import Index
+from searchbox.retrieval.index.store import Index
 folder, n = Path(sys.argv[1]), int(sys.argv[2])
 bad = []
 for _ in range(n):
@@ -208,9 +208,9 @@ print(json.dumps(bad))
 
 @attempt("index", "index refresh --compact in a loop while 3 processes search (BM25 loaded after the open)")
 def index_search_during_refresh(tmp: Path) -> str:
-    from searchbox.index.build import refresh
-    from searchbox.index.encoders import encoder_for
-    from searchbox.index.store import read_state
+    from searchbox.retrieval.index.build import refresh
+    from searchbox.retrieval.index.encoders import encoder_for
+    from searchbox.retrieval.index.store import read_state
 
     src, folder = _hash_index(tmp)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from searchbox import report
+from searchbox.analysis import report
 from tests.fakes.scripted_server import ScriptedServer
-from tests.test_sweep import _sweep
+from tests.sweep.test_sweep import _sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"smollm2-135m", "control-keyword", "control-dense", "control-oracle"}

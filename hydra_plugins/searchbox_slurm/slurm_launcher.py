@@ -109,7 +109,7 @@ class SlurmLauncher(PluginSlurmLauncher):
             said = _own_error(Path(job.paths.stderr))
             _say(f"Slurm job {job.job_id} ({labels[i] or 'the sweep'}) ended {job.state} before its runs finished"
                  f"{': ' + said if said else ''}; log: {job.paths.stderr}")
-        from searchbox.collect import collect, write
+        from searchbox.record.collect import collect, write
 
         runs, turns, calls = collect([sweep_dir])
         write(sweep_dir, runs, turns, calls)

@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .frames import (DENSE_TOOLS, LEXICAL_PROGRAMS, Frames, accuracy_table, acting, cells, label, same_n, search_style_table,
-                     time_split, tokens_per_turn, tool_usage)
+from .frames import DENSE_TOOLS, LEXICAL_PROGRAMS, Frames, accuracy_table, acting, cells, label, same_n, search_style_table, time_split, tokens_per_turn, tool_usage
 
 COLORS = {"high": "#1f77b4", "low": "#ff7f0e", "none": "#2ca02c", "all": "#9467bd", "default": "#8c564b"}
 MAX_PANELS = 12

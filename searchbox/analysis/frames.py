@@ -94,9 +94,9 @@ def _follows(runs: pd.DataFrame, col: str, by: list[str]) -> bool:
 # ---- runs that cannot act ------------------------------------------------------------------------
 def cannot_act(runs: pd.DataFrame) -> pd.Series:
     """Per run, why it could not act at all ('' when it could), read from its record: a control policy whose tools are
-    not all among the run's enabled tools (searchbox.controls.NEEDS), which answered nothing. Such a run scores 0 by
+    not all among the run's enabled tools (searchbox.model.controls.NEEDS), which answered nothing. Such a run scores 0 by
     construction; it is no result about the control or the tier (control-dense under grep_only has nothing to call)."""
-    from ..controls import NEEDS
+    from ..model.controls import NEEDS
 
     why = pd.Series("", index=runs.index, dtype=object)
     if runs.empty or "tools_enabled" not in runs.columns:
@@ -174,7 +174,7 @@ def cells(df: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
 # ---- loading ----------------------------------------------------------------------------------
 def load(dirs: Iterable[Path | str]) -> Frames:
     """Read runs/turns/tool_calls from each sweep dir (collecting run dirs when the tables are absent); each run once."""
-    from ..collect import collect, read_design
+    from ..record.collect import collect, read_design
 
     parts: dict[str, list[pd.DataFrame]] = {"runs": [], "turns": [], "tool_calls": []}
     design: list[str] = []

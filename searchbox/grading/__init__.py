@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .. import safefs
+from ..corpus import safefs
 from ..errors import ConfigError, ModelError
-from ..evidence import EVIDENCE_VERSION
-from ..evidence import of_run as evidence_of_run
+from .evidence import EVIDENCE_VERSION
+from .evidence import of_run as evidence_of_run
 from .answer import ANSWER_PART_VERSION, AnswerPart, answer_part, is_reference
 from .correct import CORRECT_VERSION, Verdict, correct, verdict
 from .judge import PROMPT_HASH, Judge

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..config import ModelConfig, stable_hash
 from ..errors import ModelError
-from ..llm import ChatClient
+from ..model.llm import ChatClient
 from ..paths import cache_dir
 
 JUDGE_PROMPT = """You grade answers to questions about a document collection.

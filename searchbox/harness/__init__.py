@@ -18,15 +18,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ..config import HARNESS_KINDS as KINDS
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from .base import Harness
 
-KINDS: dict[str, str] = {
-    "native": "searchbox.harness.native:NativeHarness",
-    "pi": "searchbox.harness.pi:PiHarness",
-}
 
 
 def kinds() -> tuple[str, ...]:

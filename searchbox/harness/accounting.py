@@ -14,9 +14,9 @@ from typing import Any, Optional
 
 from ..config import HarnessConfig
 from ..errors import BackendError, ModelError
-from ..llm import DeadlineExceeded, Response, Usage, estimate_tokens
-from ..protocol import wire
-from ..record import TurnRow
+from ..model.llm import DeadlineExceeded, Response, Usage, estimate_tokens
+from ..model.protocol import wire
+from ..record.record import TurnRow
 from .base import EndTurn, Stop
 
 TRANSIENT = {"transient": True}  # a field a checkpoint leaves out (a monotonic clock reading means nothing in another process)
@@ -239,7 +239,7 @@ class Accountant:
 
     def fill(self, record: Any) -> None:
         """Tokens, counters and clocks into the run record."""
-        from ..record import Tokens
+        from ..record.record import Tokens
 
         u, c = self.ledger.total, self.ledger.cum
         record.tokens = Tokens(u.prompt, u.completion, u.cached, u.total, u.uncached_prompt, c.estimated_calls)

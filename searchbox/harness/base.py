@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..dataroom import Workspace
-    from ..record import Recorder, RunRecord
+    from ..corpus.dataroom import Workspace
+    from ..record.record import Recorder, RunRecord
+    from ..record.spec import RunSpec
     from ..tools import Toolset
 
 STOP_REASONS = ("budget_spent", "first_turn_done", "token_budget_spent", "ceiling_seconds", "context_exhausted",
@@ -44,6 +45,7 @@ class RunContext:
     """
 
     config: "RunConfig"
+    spec: "RunSpec"  # the run resolved once: its key hashes this, and the harness sends what it holds (prompt, protocol, task)
     question: str
     workspace: "Workspace"  # work/ (the agent's) and the read-only dataroom inside it
     client: Any  # llm.ChatClient, or a control policy with the same chat() interface

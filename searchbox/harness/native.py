@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..agent import Agent, restore
-from ..protocol import JsonProtocol, NativeProtocol, choose
+from .agent import Agent, restore
+from ..model.protocol import JsonProtocol, NativeProtocol, choose
 from .base import Harness, RunContext
 
 
@@ -13,7 +13,7 @@ class NativeHarness(Harness):
     kind = "native"
 
     def run(self, ctx: RunContext) -> None:
-        protocol = choose(ctx.config.model.protocol, ctx.client)
+        protocol = choose(ctx.spec.protocol, ctx.client)  # resolved once, with the key: no second probe of the server
         ctx.record.protocol = protocol.name
         ctx.recorder.write_record()  # protocol and context window on disk before the first call (a live dashboard reads them)
         Agent(ctx, protocol).run()

@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..config import IndexConfig, RetrievalConfig
-from ..dataroom import list_files
+from ..corpus.dataroom import list_files
 from ..paths import cache_dir
 from .cache import CachedEncoder, EmbeddingCache
 from .corpus import Chunk, IndexCorpus, MemoryCorpus, rank
@@ -100,7 +100,7 @@ class Retrieval:
         return self._corpus
 
     def _chunking(self):
-        from ..index.source import Chunking
+        from .index.source import Chunking
 
         return Chunking(self.cfg.chunk_chars, self.cfg.chunk_overlap)
 
@@ -108,8 +108,8 @@ class Retrieval:
         return MemoryCorpus(self.root, self._chunking(), lambda texts: self.encode(texts, "passage"), self.setup)
 
     def _open_index(self) -> IndexCorpus:
-        from ..index.encoders import record
-        from ..index.registry import open_index
+        from .index.encoders import record
+        from .index.registry import open_index
 
         if self._encoder is not None:  # a shared encoder decides the vectors, whatever the config says
             key = self._encoder.identity

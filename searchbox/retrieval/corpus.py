@@ -9,8 +9,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .. import safefs
-from ..dataroom import list_files
+from ..corpus import safefs
+from ..corpus.dataroom import list_files
 from ..errors import BackendError
 from .lexical import BM25Index, rrf, top_k
 
@@ -83,7 +83,7 @@ class MemoryCorpus:
     """Every file chunked on first use; vectors embedded per scope when a search first needs them."""
 
     def __init__(self, root: Path, chunking, encode: Callable[[list[str]], np.ndarray], on_setup: Callable):
-        from ..index.source import SourceFile
+        from .index.source import SourceFile
 
         self._setup = on_setup
         self._encode = encode

@@ -22,7 +22,7 @@ def endpoint(cfg: ScoutConfig, explicit: Optional[str]) -> Iterator[Optional[str
     if cfg.policy == "keyword":
         yield None
         return
-    from ..run import endpoint_for
+    from ..run.runner import endpoint_for
 
     with endpoint_for(cfg, explicit) as url:  # reads only cfg.model (endpoint, GGUF, server args)
         yield url
@@ -102,7 +102,7 @@ def main_eval(argv: list[str]) -> int:
 
 @cli
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..run import sigterm_as_interrupt
+    from ..errors import sigterm_as_interrupt
 
     argv = list(sys.argv[1:] if argv is None else argv)
     sigterm_as_interrupt()

@@ -3,7 +3,7 @@
 Every action the model chooses lands here: `files(glob)` and `grep(pattern, glob)` run ripgrep (no
 shell, no config file, no link following, hidden files skipped, files over the size cap skipped)
 with a deadline and a cap on what it may print; `read` and `finish` open files one component at a
-time with O_NOFOLLOW (searchbox.safefs). The executor remembers which lines of which file version
+time with O_NOFOLLOW (searchbox.corpus.safefs). The executor remembers which lines of which file version
 the model was shown, so `finish` can only cite lines it actually read, and it re-hashes the file
 before handing back the reference.
 """
@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from jsonschema import Draft202012Validator
 
-from .. import safefs
+from ..corpus import safefs
 from ..errors import SetupError
 from .actions import ACTIONS
 from .config import ExecutorLimits

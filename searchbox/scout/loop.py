@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .. import __version__, record
+from .. import __version__
+from ..record import record
 from ..config import stable_hash
 from ..errors import ModelError, SearchboxError
-from ..llm import ChatClient, Usage
+from ..model.llm import ChatClient, Usage
 from ..paths import atomic_write
-from ..protocol import _call_id
+from ..model.protocol import _call_id
 from .actions import ACTIONS
 from .config import ScoutConfig
 from .executor import Executor, Reference, Result

@@ -2,7 +2,7 @@
 
 The loop keeps one canonical, OpenAI-format message list (assistant messages with `tool_calls`,
 one `tool` message per call); a protocol encodes it into a request and decodes a response into
-calls, like searchbox.protocol does for the dataroom agent.
+calls, like searchbox.model.protocol does for the dataroom agent.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from ..llm import ChatClient
-from ..protocol import NativeProtocol, _call_id, template_supports_tools
+from ..model.llm import ChatClient
+from ..model.protocol import NativeProtocol, _call_id, template_supports_tools
 from ..tools.catalog import ToolSpec
 from .actions import ACTIONS, signature
 

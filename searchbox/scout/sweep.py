@@ -76,7 +76,7 @@ def _path(value: Optional[str]) -> Optional[Path]:
 def run_job(sc: ScoutSweepConfig, job_dir: Path, overrides: list[str]) -> dict:
     """Evaluate the task set under this grid point into job_dir."""
     from ..paths import home
-    from ..run import endpoint_for
+    from ..run.runner import endpoint_for
     from .evaluate import evaluate
     from .tasks import load, verify
 
@@ -134,7 +134,7 @@ class ScoutSweepCallback(_Callback):
     def on_multirun_start(self, config, **kwargs) -> None:
         from omegaconf import OmegaConf
 
-        from ..llama import LlamaServer
+        from ..model.llama import LlamaServer
 
         overrides = list(config.hydra.overrides.task)
         policies = next((o.split("=", 1)[1].split(",") for o in overrides if o.split("=")[0] == "policy"), [config.policy])
@@ -162,7 +162,7 @@ def main() -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from ..run import sigterm_as_interrupt
+    from ..errors import sigterm_as_interrupt
 
     register_schema()
     sigterm_as_interrupt()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from .. import safefs
+from ..corpus import safefs
 from ..errors import SearchboxError
 from .executor import sha256_hex
 

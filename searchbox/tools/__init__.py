@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .. import safefs
+from ..corpus import safefs
 from ..bounds import valid_text
 from ..errors import BackendError
 from . import validate

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .. import safefs
+from ..corpus import safefs
 
 SANDBOX_UID = 65534
 MAX_DEPTH = 128  # levels of folders written back to disk; deeper ones live for the call only

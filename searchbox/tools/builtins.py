@@ -1,7 +1,7 @@
 """The always-on tools (read, bash, grep, find, ls, write, edit), confined to the run's work/ directory.
 
 Nothing here follows a link or opens a special file the model made: paths are taken apart
-lexically and every component is checked with lstat; file contents go through searchbox.safefs;
+lexically and every component is checked with lstat; file contents go through searchbox.corpus.safefs;
 ripgrep runs inside the same box as bash. Tool calls never overlap with the model's processes (a
 bash call kills all of them when it ends), so nothing can swap an entry between check and use.
 """
@@ -15,7 +15,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from .. import safefs
+from ..corpus import safefs
 from . import sandbox
 from . import fallback_grep
 from .context import InvalidCall, ToolContext, ToolError, ToolResult

@@ -3,7 +3,7 @@
 A pattern like `(a+)+$` backtracks for ever inside the `re` module, where no signal or check reaches
 it, so the search never runs in the harness process: `search` starts this module as a child under
 the same deadline (and memory and CPU limits) as a bash call and kills it when the deadline passes.
-Files are read through searchbox.safefs (no links, no special files, capped), ignore files are not
+Files are read through searchbox.corpus.safefs (no links, no special files, capped), ignore files are not
 read and hidden files are searched: the same view as `grep -r` in bash.
 """
 
@@ -73,7 +73,7 @@ def _limit_self() -> None:
 def run(req: Request) -> tuple[list[list], bool]:
     """The search itself (in the child): [path, line, text] matches, at most MAX_HITS_PER_FILE per file, and whether
     req.cap (counted as `path:line:text` lines) cut them."""
-    from searchbox import safefs
+    from ..corpus import safefs
 
     rx = re.compile(req.pattern, re.IGNORECASE if req.ignore_case else 0)
     root = Path(req.root)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .. import safefs
+from ..corpus import safefs
 from ..errors import SandboxError
 from . import boxwork, sandbox
 

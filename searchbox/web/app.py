@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from ..config import DataroomLimits
-from ..dataroom import make_writable, open_workspace
+from ..corpus.dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
 from ..harness import kinds as harness_kinds
 from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members

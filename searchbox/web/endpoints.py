@@ -13,7 +13,7 @@ from typing import Iterable
 from urllib.parse import urlsplit
 
 from ..errors import SearchboxError
-from ..llm import base_url
+from ..model.llm import base_url
 
 MAX_URL = 500
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..llama import die_with_parent
+from ..model.llama import die_with_parent
 from .endpoints import EndpointPolicy
 from . import prepare
 from .scheduler import PAUSING, Job, Launch, Scheduler

@@ -3,9 +3,9 @@
 A job whose tools search the dataroom (the catalog's high tier) needs the persistent index of that dataroom.
 Built inside the run, the first search would hold a model slot for minutes while it embeds; so the web app
 asks `index_needed(spec)` at submission (cheap: content hash, embedder identity, a look at the folder), and a
-job that needs one is `preparing` while `python -m searchbox.web.prepare` builds it with searchbox.index.ready
+job that needs one is `preparing` while `python -m searchbox.web.prepare` builds it with searchbox.run.index_ready
 (exactly as the run would open it), writing `{stage, done, total}` to a progress file through the index
-builder's progress hook (searchbox.index.progress). The run then finds the index built.
+builder's progress hook (searchbox.retrieval.index.progress). The run then finds the index built.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..config import RunConfig
 from ..errors import cli
-from ..index import ready
+from ..run import index_ready as ready
 from ..paths import atomic_write
 
 WRITE_EVERY_S = 0.5  # progress written at most this often (the first and last embedding reports always)
@@ -27,7 +27,7 @@ WRITE_EVERY_S = 0.5  # progress written at most this often (the first and last e
 
 def run_dataroom(spec: dict) -> Path:
     """The dataroom the job's run will open: its upload, or the run's default (the packaged corpus)."""
-    from ..dataroom import packaged_corpus
+    from ..corpus.dataroom import packaged_corpus
 
     return Path(spec["dataroom"]) if spec.get("dataroom") else packaged_corpus()
 
@@ -79,7 +79,7 @@ class ProgressFile:
 
 def prepare(dataroom: Path, tools: Optional[str], progress: Path) -> dict:
     """Open (building when missing) the index the run of these tools over this dataroom will open; returns what happened."""
-    from ..index.progress import reporting
+    from ..retrieval.index.progress import reporting
 
     hook = ProgressFile(progress)
     hook.write({"stage": "start", "done": 0, "total": 0})
@@ -97,8 +97,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--tools", default=None)
     parser.add_argument("--progress", type=Path, required=True, help="JSON file the progress goes to")
     args = parser.parse_args(argv)
-    from ..run import sigterm_as_interrupt
-    from ..threads import preset_blas_env
+    from ..errors import sigterm_as_interrupt
+    from ..model.threads import preset_blas_env
 
     preset_blas_env()
     sigterm_as_interrupt()

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
-from .. import safefs
+from ..corpus import safefs
 from ..errors import SearchboxError
 from . import markdown
 
@@ -389,7 +389,7 @@ def result(run_dir: Path) -> dict:
         out["verdict"] = {"reason": f"could not recompute: {type(exc).__name__}"}
     if question.gold_files:
         try:
-            from ..evidence import of_run
+            from ..grading.evidence import of_run
 
             ev = of_run(Path(run_dir), question.gold_files, question.golds)
             out["evidence"] = {"recall": ev.recall, "first_turn": ev.first_turn, "tools": ev.tools,

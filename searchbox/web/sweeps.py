@@ -125,7 +125,7 @@ def _runs_rows(sweep: Path) -> list[dict]:
     table = sweep / "runs.parquet"
     if table.is_file():
         return pq.read_table(table).to_pylist()
-    from ..collect import collect  # a sweep still running (or never collected): collect on the fly
+    from ..record.collect import collect  # a sweep still running (or never collected): collect on the fly
 
     runs, _, _ = collect([sweep])
     return runs.to_dict("records")
@@ -136,7 +136,7 @@ def _axes(sweep: Path, rows: list[dict]) -> list[str]:
     folders are gone (a committed result), the design columns collect wrote into runs.parquet that are not config keys."""
     import json
 
-    from ..record import read_meta
+    from ..record.record import read_meta
 
     for row in rows[:20]:
         rd = sweep / "runs" / str(row.get("run_id", ""))

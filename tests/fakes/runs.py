@@ -9,7 +9,7 @@ from typing import Any, Iterable, Optional
 
 import searchbox
 from searchbox.config import RunConfig
-from searchbox.record import TOOL_SCHEMA, TURN_SCHEMA, write_meta, write_table
+from searchbox.record.record import TOOL_SCHEMA, TURN_SCHEMA, write_meta, write_table
 
 BUILTIN = Path(searchbox.__file__).parent / "builtin"
 DATAROOM = BUILTIN / "dataroom"

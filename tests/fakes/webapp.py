@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Optional
 import httpx
 import uvicorn
 
-from searchbox.llama import free_port
+from searchbox.model.llama import free_port
 from searchbox.web.app import WebSettings, create_app
 
 
@@ -113,11 +113,11 @@ GOLD = {"answer": "38.4 metres", "aliases": ["38.4 m"], "gold_files": ["reports/
 def make_sweep(outputs: Path, endpoint_script_server, name: str = "demo") -> Path:
     """A small real sweep: four runs (tools x budget) against the scripted server, graded against a gold answer (the
     grep_only runs answer it, the others give the wrong height), collected into runs.parquet."""
-    from searchbox.collect import DONE, collect, write
+    from searchbox.record.collect import DONE, collect, write
     from searchbox.config import RunConfig
     from searchbox.grading import Question, grade
-    from searchbox.record import Gold, update_grades
-    from searchbox.run import execute
+    from searchbox.record.record import Gold, update_grades
+    from searchbox.run.runner import execute
 
     sweep = Path(outputs) / "sweeps" / name
     question = "How tall is the Gannet Rock lighthouse?"

@@ -13,8 +13,9 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ...agent import system_prompt
+from ..agent import system_prompt
 from ...config import RunConfig
+from ...record.spec import RunSpec
 from ...tools import sandbox
 from ...tools.catalog import select
 from ...tools.longbox import LongBox, start_box
@@ -58,7 +59,7 @@ def channel_tools(cfg: RunConfig) -> list[dict]:
 
 def task(cfg: RunConfig) -> str:
     """The task appended to Pi's system prompt: the native loop's system prompt for the same tools, date resolved."""
-    from ...identity import resolved_today
+    from ...config import resolved_today
 
     harness = dataclasses.replace(cfg.harness, today=resolved_today(cfg.harness))
     return system_prompt(harness, "", tool_names(cfg))
@@ -92,14 +93,14 @@ def host_layout(pi: PiInstall, run_pi: Path, channel: Path, work: Path) -> Layou
     return Layout(str(pi.root), str(EXTENSION.parent), str(run_pi / "agent"), str(channel), str(run_pi / "box" / "session"), str(work))
 
 
-def argv(pi: PiInstall, cfg: RunConfig, at: Layout = BOX) -> list[str]:
+def argv(pi: PiInstall, cfg: RunConfig, spec: RunSpec, at: Layout = BOX) -> list[str]:
     """Pi in RPC mode with exactly what searchbox gives it: our extension only, no skills, templates, themes or
     context files, the run's tools, the task appended, the session file in the box's private folder."""
     return [pi.node, *NODE_FLAGS, f"{at.pi}/node_modules/@mariozechner/pi-coding-agent/dist/cli.js", "--mode", "rpc",
             "--provider", PROVIDER, "--model", cfg.model.name, "--thinking", "off",
             "--no-extensions", "-e", f"{at.ext}/{EXTENSION.name}", "--no-skills", "--no-prompt-templates", "--no-themes",
             "--no-context-files", "--session", f"{at.session}/{SESSION_FILE}",
-            "--tools", ",".join(tool_names(cfg)), "--append-system-prompt", task(cfg)]
+            "--tools", ",".join(spec.harness["tools"]), "--append-system-prompt", spec.harness["task"]]
 
 
 def identity(cfg: RunConfig) -> dict:
@@ -109,11 +110,9 @@ def identity(cfg: RunConfig) -> dict:
             "channel_tools": channel_tools(cfg)}
 
 
-def environment(cfg: RunConfig, at: Layout = BOX) -> dict[str, str]:
-    from ...identity import resolved_today
-
+def environment(spec: RunSpec, at: Layout = BOX) -> dict[str, str]:
     return {"PI_CODING_AGENT_DIR": at.agent, "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0",
-            "SEARCHBOX_CHANNEL": at.channel, "SEARCHBOX_TODAY": resolved_today(cfg.harness)}
+            "SEARCHBOX_CHANNEL": at.channel, "SEARCHBOX_TODAY": spec.today}
 
 
 def write_agent_dir(folder: Path, cfg: RunConfig, context_window: int) -> Path:
@@ -126,7 +125,7 @@ def write_agent_dir(folder: Path, cfg: RunConfig, context_window: int) -> Path:
     return folder
 
 
-def start(pi: PiInstall, cfg: RunConfig, work: Path, dataroom: Path, run_pi: Path, channel_folder: Path, mode: str,
+def start(pi: PiInstall, cfg: RunConfig, spec: RunSpec, work: Path, dataroom: Path, run_pi: Path, channel_folder: Path, mode: str,
           session: Optional[bytes]) -> LongBox:
     """Pi's box for the run: Pi's modules, our extension, its agent folder and the channel read-only; its session
     folder private (seeded with the run's copy of the session on resume); work/ at INSIDE."""
@@ -136,6 +135,6 @@ def start(pi: PiInstall, cfg: RunConfig, work: Path, dataroom: Path, run_pi: Pat
     limits = sandbox.limits_for(cfg.harness)
     cpu_s = (cfg.harness.run_ceiling_s or 7 * 86_400) + 60
     at = BOX if mode != "none" else host_layout(pi, run_pi, channel_folder / "channel.sock", work)
-    return start_box(argv(pi, cfg, at), work, [dataroom], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,
-                     private={"session": BOX_SESSION}, private_disk=run_pi / "box", hidden=HIDDEN, env=environment(cfg, at),
+    return start_box(argv(pi, cfg, spec, at), work, [dataroom], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,
+                     private={"session": BOX_SESSION}, private_disk=run_pi / "box", hidden=HIDDEN, env=environment(spec, at),
                      seed={"session": {SESSION_FILE: session}} if session is not None else None)

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ... import safefs
-from ...agent import ANSWER_FILE, OVERFLOW_RX, read_answer, visible_text
+from ...corpus import safefs
+from ..agent import ANSWER_FILE, OVERFLOW_RX, read_answer, visible_text
 from ...errors import BackendError, ModelError
-from ...llm import Usage
+from ...model.llm import Usage
 from ...paths import atomic_write
-from ...protocol import template_supports_tools
-from ...record import ToolRow
+from ...model.protocol import template_supports_tools
+from ...record.record import ToolRow
 from ...tools import Outcome, ToolsetState
 from ...tools import sandbox
 from ..accounting import Accountant, Clock, Ledger, stop_of
@@ -99,8 +99,8 @@ class PiRun:
         self.tool_lock = threading.Lock()  # one dataroom tool call at a time (the toolset is not thread-safe)
         self.open = False  # a turn is in progress: Pi may call the model and the tools
         self.pending: Optional[BaseException] = None  # a stop or turn end the channel decided
-        self.channel_names = {s["name"] for s in launch.channel_tools(ctx.config)}
-        self.known_tools = set(launch.tool_names(ctx.config))
+        self.channel_names = {s["name"] for s in ctx.spec.harness["channel_tools"]}  # as keyed (launch.identity)
+        self.known_tools = set(ctx.spec.harness["tools"])
         self.logged: set[str] = set(self.s.logged_tools)
         self.calls: dict[str, dict] = {}  # call id -> name, arguments as sent, step (from the model's answers)
         self.outcomes: dict[str, Outcome] = {}  # call id -> a dataroom tool's outcome
@@ -294,7 +294,7 @@ class PiRun:
         cfg, t0 = self.ctx.config, time.monotonic()
         launch.write_agent_dir(self.run_pi / "agent", cfg, self.ctx.context_window)
         self.channel = Channel(Routes(self._chat, self._tools, self._call)).start()
-        self.box = launch.start(self.pi, cfg, self.ws.work, self.ws.dataroom, self.run_pi, self.channel.folder,
+        self.box = launch.start(self.pi, cfg, self.ctx.spec, self.ws.work, self.ws.dataroom, self.run_pi, self.channel.folder,
                                 self.ctx.toolset.ctx.sandbox_mode, session)
         self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
         try:
@@ -531,7 +531,7 @@ class PiRun:
 
     # ---- the channel: dataroom tools --------------------------------------------------------------------
     def _tools(self) -> Reply:
-        return Reply(200, launch.channel_tools(self.ctx.config))
+        return Reply(200, self.ctx.spec.harness["channel_tools"])
 
     def _call(self, body: Any) -> Reply:
         if not isinstance(body, dict):

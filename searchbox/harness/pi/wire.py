@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from ...llm import Response
+from ...model.llm import Response
 
 
 def upstream(body: dict, max_tokens: int) -> dict:

@@ -1,0 +1,194 @@
+"""`python -m searchbox.index build|refresh|compact|search|doctor|bench`: the persistent index from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ...config import RetrievalConfig
+from ...errors import SearchboxError, cli
+from .console import Console
+
+DEFAULTS = RetrievalConfig()
+
+
+def snippet(text: str, chars: int = 240) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 1].rstrip() + "…"
+
+
+def cmd_build(args) -> int:
+    from .ann import AnnParams
+    from .build import build
+    from .encoders import encoder_for, record
+    from .source import Chunking
+
+    if args.chunk_overlap >= args.chunk_chars:
+        raise SearchboxError("--chunk-overlap must be smaller than --chunk-chars")
+    if args.embedder == "hash":
+        config = {"embedder": "hash", "dim": args.hash_dim, "seed": "hash1"}
+    else:
+        config = {"embedder": args.embedder, "embed_model": args.model, "api_url": args.api_url, "api_key_env": DEFAULTS.api_key_env,
+                  "query_prefix": args.query_prefix, "passage_prefix": args.passage_prefix}
+    encoder = encoder_for(config, device=args.device, cache=not args.no_cache)
+    report = build(Path(args.source), Path(args.index), encoder, Chunking(args.chunk_chars, args.chunk_overlap), record(config, encoder.identity),
+                   ann=AnnParams() if args.backend == "ann" else None, force=args.force, progress=Console(Path(args.source).name))
+    print(json.dumps(report.as_dict() if args.json else {k: v for k, v in report.as_dict().items() if not k.endswith("_files")}))
+    return 0
+
+
+def cmd_refresh(args) -> int:
+    from .build import refresh
+    from .encoders import encoder_for
+    from .store import read_state
+
+    state = read_state(Path(args.index))
+    encoder = encoder_for(state["embedder"]["config"], device=args.device, cache=not args.no_cache)
+    report = refresh(Path(args.index), encoder, source=Path(args.source) if args.source else None,
+                     compact=True if args.compact else (False if args.no_compact else None), progress=Console(Path(args.index).name))
+    print(json.dumps(report.as_dict()))
+    return 0
+
+
+def cmd_compact(args) -> int:
+    from .build import compact
+
+    print(json.dumps(compact(Path(args.index)).as_dict()))
+    return 0
+
+
+def cmd_search(args) -> int:
+    from ..corpus import IndexCorpus, rank
+    from .encoders import encoder_for
+    from .store import Index
+
+    if not args.query.strip():
+        raise SearchboxError("the query is empty")
+    idx = Index.open(Path(args.index))
+    if args.backend == "ann" and not idx.has_ann:
+        raise SearchboxError(f"index {args.index} has no ANN graph (build it with --backend ann)")
+    corpus = IndexCorpus(idx, use_ann=args.backend == "ann")
+    rows = None
+    if args.paths:
+        files = sorted(idx.files)
+        chosen = [f for p in args.paths for f in files if f == p.rstrip("/") or f.startswith(p.rstrip("/") + "/")]
+        if not chosen:
+            raise SearchboxError(f"no file or folder {args.paths} in the index")
+        rows = idx.rows_of(tuple(dict.fromkeys(chosen)))
+    encoder = None
+
+    def embed(q: str):
+        nonlocal encoder
+        encoder = encoder or encoder_for(idx.state["embedder"]["config"], device=args.device)
+        return encoder.encode([q], "query")[0]
+
+    hits = []
+    for row, score in rank(corpus, args.query, args.k, args.retriever, embed, rows):
+        ref = idx.chunk(row)
+        hits.append({"doc_id": ref.doc_id, "score": round(float(score), 6), "path": ref.path, "offset": ref.offset, "snippet": snippet(ref.text, args.snippet_chars)})
+    if args.json:
+        print(json.dumps(hits, ensure_ascii=False))
+    else:
+        for h in hits:
+            print(f"{h['score']:.4f}  {h['path']}:{h['offset']}  {h['snippet']}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import doctor, healthy
+
+    findings = doctor(Path(args.index), check_source=not args.no_source)
+    for f in findings:
+        print(f.line())
+    return 0 if healthy(findings) else 1
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench, markdown
+
+    result = bench(Path(args.index), questions=Path(args.questions) if args.questions else None, k=args.k, n_queries=args.queries,
+                   device=args.device, ann_max_rows=args.ann_max_rows)
+    print(json.dumps(result, indent=2) if args.json else markdown(result))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m searchbox.index", description="A persistent, mmap-able index of a folder or zip of text and code.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def index_arg(sp, **kw):
+        sp.add_argument("--index", required=True, metavar="DIR", help="the index folder", **kw)
+
+    b = sub.add_parser("build", help="index SOURCE (zip or folder) into DIR (a new generation unless already up to date)")
+    b.add_argument("source", metavar="SOURCE")
+    index_arg(b)
+    b.add_argument("--embedder", choices=["local", "api", "hash"], default="local", help="hash: model-free feature hashing (tests, benchmarks)")
+    b.add_argument("--model", default=DEFAULTS.embed_model, help="sentence-transformers id or path (local) or API model id")
+    b.add_argument("--api-url", default=DEFAULTS.api_url)
+    b.add_argument("--query-prefix", default="")
+    b.add_argument("--passage-prefix", default="")
+    b.add_argument("--hash-dim", type=int, default=256)
+    b.add_argument("--chunk-chars", type=int, default=DEFAULTS.chunk_chars)
+    b.add_argument("--chunk-overlap", type=int, default=DEFAULTS.chunk_overlap)
+    b.add_argument("--backend", choices=["exact", "ann"], default="exact", help="ann: also build a usearch HNSW graph")
+    b.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
+    b.add_argument("--json", action="store_true", help="list the files in the report")
+    b.set_defaults(func=cmd_build)
+
+    r = sub.add_parser("refresh", help="re-read the recorded source; embed only changed and new files")
+    index_arg(r)
+    r.add_argument("--source", help="read another folder or zip than the recorded one")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--compact", action="store_true", help="always compact afterwards")
+    g.add_argument("--no-compact", action="store_true", help="never compact (default: when over half the rows are superseded)")
+    r.set_defaults(func=cmd_refresh)
+
+    c = sub.add_parser("compact", help="rewrite the live rows as one segment (no re-embedding)")
+    index_arg(c)
+    c.set_defaults(func=cmd_compact)
+
+    s = sub.add_parser("search", help="top-k chunks for QUERY")
+    s.add_argument("query", metavar="QUERY")
+    index_arg(s)
+    s.add_argument("--k", type=int, default=10)
+    s.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="dense")
+    s.add_argument("--backend", choices=["exact", "ann"], default="exact")
+    s.add_argument("--paths", nargs="+", help="only these files or folders")
+    s.add_argument("--snippet-chars", type=int, default=240)
+    s.add_argument("--json", action="store_true", help="[{doc_id, score, path, offset, snippet}]")
+    s.set_defaults(func=cmd_search)
+
+    d = sub.add_parser("doctor", help="check files, manifest, state and model; say how to fix")
+    index_arg(d)
+    d.add_argument("--no-source", action="store_true", help="skip comparing with the recorded source")
+    d.set_defaults(func=cmd_doctor)
+
+    e = sub.add_parser("bench", help="load, search, join and snippet times; ANN recall vs exact; gold-file recall with --questions")
+    index_arg(e)
+    e.add_argument("--questions", metavar="JSONL", help="questions with gold_files: gold-file recall@k and hit rate")
+    e.add_argument("--k", type=int, default=10)
+    e.add_argument("--queries", type=int, default=100, help="queries sampled from the index when no --questions")
+    e.add_argument("--ann-max-rows", type=int, default=200_000, help="build a temporary ANN graph for recall only up to this many rows")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_bench)
+
+    for sp in (b, r, s, e):
+        sp.add_argument("--device", default="cpu", help="cpu | cuda | auto (local embedder)")
+    for sp in (b, r):
+        sp.add_argument("--no-cache", action="store_true", help="bypass the shared embedding cache")
+    return p
+
+
+@cli
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "k", 1) < 1:
+        raise SearchboxError("--k must be at least 1")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""`python -m searchbox.run QUESTION [DATAROOM]`: one run (searchbox.run.runner)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,251 @@
+"""A sweep's plan before its first run (the grid, its runs done and to go, a time estimate) and its ETA while it runs.
+
+Runs differ in cost by their budget (budget=30 is thirty turns, budget=1 one), so both the estimate and the ETA
+weight every run by the turns it is expected to take, plus what any run costs besides (its first prefill of the
+whole prompt, its set-up), priced at this machine's measured rate for the model and tool tier (a turn of SmolLM2
+that answers at once costs a tenth of one that reads files): the rates stored under $SEARCHBOX_HOME by earlier
+sweeps, else the pace the sweep measures on its own first runs. Averaging over runs instead made the ETA
+jump thirty-fold as a sweep moved from budget=1 runs to budget=30 runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from ..humanize import duration
+from ..paths import atomic_write, cache_dir
+
+RATES_FILE = "rates.json"  # under $SEARCHBOX_HOME: seconds per run and per turn, per host and model, from finished runs
+HOUR_S = 3600.0
+MEMORY_RUNS = 50.0  # the stored rate follows the last fifty or so runs: a faster plan or build shows within a sweep
+OVERHEAD_TURNS = 1.0  # a run's cost besides its turns, in turns, until a rate measures it (the first prefill is about one)
+# Tokens a turn spends, to turn a token budget into turns before this machine has measured its own (SmolLM2 on the
+# packaged corpus, 5 questions x 3 tiers x budget 2, spent about this many of each metric per turn).
+TOKENS_PER_TURN = {"total": 1800.0, "prompt": 1650.0, "completion": 130.0, "uncached_prompt": 500.0}
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One job of the sweep: its overrides, how many runs it holds and has done, the turns each is expected to take."""
+
+    job: int
+    label: str  # the swept values, e.g. "tools=high budget=10"
+    runs: int
+    done: Optional[int]  # None: not known before the job starts (its server is not up yet)
+    turns: float  # expected turns per run
+    overhead: float = OVERHEAD_TURNS  # what a run costs besides its turns, in turns (Rate.overhead_turns)
+    seconds: Optional[float] = None  # one run's seconds at this machine's rate for its model and tools; None: not measured
+
+    @property
+    def to_go(self) -> int:
+        return max(0, self.runs - (self.done or 0))
+
+    @property
+    def weight(self) -> float:
+        """One run's expected cost, the weight of the estimate and the ETA: its seconds where measured, else turns."""
+        return self.seconds if self.seconds is not None else self.turns + self.overhead
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A run's seconds on this machine (s_per_run + s_per_turn x turns), and tokens per turn (for token budgets)."""
+
+    s_per_turn: float
+    runs: int  # runs behind the figure
+    tokens_per_turn: dict = field(default_factory=dict)
+    source: str = "stored"  # stored (earlier sweeps here) | measured (this sweep's first runs)
+    s_per_run: float = 0.0  # what a run costs besides its turns
+
+    @property
+    def overhead_turns(self) -> float:
+        return self.s_per_run / self.s_per_turn if self.s_per_turn > 0 else OVERHEAD_TURNS
+
+
+def expected_turns(budget: int, unit: str, force_budget: bool, max_turns: int, metric: str = "total",
+                   tokens_per_turn: Optional[dict] = None) -> float:
+    """The turns a run is expected to take: its turn budget when forced (one turn when not), or a token budget over
+    the tokens a turn spends (measured, else TOKENS_PER_TURN), capped by harness.max_turns."""
+    if unit == "tokens":
+        per_turn = (tokens_per_turn or {}).get(metric) or TOKENS_PER_TURN.get(metric, TOKENS_PER_TURN["total"])
+        return float(min(max_turns, max(1.0, budget / per_turn)))
+    return float(max(1, min(budget, max_turns)) if force_budget else 1)
+
+
+# ---- the rate this machine measured -----------------------------------------------------------
+def _rates_path():
+    return cache_dir() / RATES_FILE
+
+
+ANY_TOOLS = "*"  # the model's rate over every tool tier, for a tier not measured yet
+
+
+def _rate_key(model: str, tools: str) -> str:
+    return f"{socket.gethostname()}|{model}|{tools}"
+
+
+SUMS = ("n", "t", "tt", "s", "ts")  # runs, and sums of turns, turns^2, seconds, turns x seconds: a line fit
+
+
+def fit(sums: dict) -> tuple[float, float]:
+    """(s_per_run, s_per_turn) from a run's seconds = s_per_run + s_per_turn x turns, least squares over the runs;
+    runs that all took the same turns price the turn alone."""
+    n, t, tt, sec, ts = (float(sums.get(k, 0.0)) for k in SUMS)
+    if n <= 0 or t <= 0:
+        return 0.0, 0.0
+    mean_t, mean_s = t / n, sec / n
+    var = tt / n - mean_t**2
+    if var > 1e-6 * max(1.0, mean_t**2):
+        per_turn = (ts / n - mean_t * mean_s) / var
+        per_run = mean_s - per_turn * mean_t
+        if per_turn > 0 and per_run >= 0:
+            return per_run, per_turn
+    return 0.0, sec / t
+
+
+def load_rate(model: str, tools: str = ANY_TOOLS) -> Optional[Rate]:
+    """The rate earlier sweeps measured here for this model (config model.name) and tool tier (the sweep's `tools`
+    axis value), else for the model over every tier, if any."""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        rates = json.loads(_rates_path().read_text())
+        for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
+            entry = rates.get(key)
+            if entry:
+                per_run, per_turn = fit(entry.get("sums") or {})
+                if per_turn > 0:
+                    return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run)
+    return None
+
+
+def record_run(meta: dict) -> None:
+    """Fold a finished run (run_meta.json) into this machine's stored rates for its model, for its tool tier and over
+    all tiers; runs without turns add nothing."""
+    turns, elapsed = int(meta.get("turns") or 0), float(meta.get("elapsed_s") or 0.0)
+    model = str(meta.get("model") or "")
+    if turns <= 0 or elapsed <= 0 or not model:
+        return
+    path = _rates_path()
+    rates: dict = {}
+    with contextlib.suppress(OSError, ValueError):
+        rates = json.loads(path.read_text())
+    tools = str((meta.get("axes") or {}).get("tools") or ANY_TOOLS)
+    for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
+        rates[key] = _folded(rates.get(key) or {}, turns, elapsed, meta.get("tokens") or {})
+    atomic_write(path, json.dumps(rates, indent=2, sort_keys=True))
+
+
+def _folded(entry: dict, turns: int, elapsed: float, tokens: dict) -> dict:
+    """A stored rate with one more run in it (older runs fading after MEMORY_RUNS)."""
+    sums = {k: float((entry.get("sums") or {}).get(k, 0.0)) for k in SUMS}
+    if sums["n"] >= MEMORY_RUNS:  # older runs fade: the sums keep the weight of MEMORY_RUNS - 1 runs
+        sums = {k: v * (MEMORY_RUNS - 1) / sums["n"] for k, v in sums.items()}
+    for k, v in zip(SUMS, (1.0, turns, turns * turns, elapsed, turns * elapsed)):
+        sums[k] += v
+    per_turn = dict(entry.get("tokens_per_turn") or {})
+    seen = sums["t"] - turns  # the turns behind the stored figures, faded like the sums
+    for metric in TOKENS_PER_TURN:
+        if isinstance(tokens.get(metric), (int, float)):
+            old = float(per_turn.get(metric, tokens[metric] / turns))
+            per_turn[metric] = round((old * seen + float(tokens[metric])) / (seen + turns), 1)
+    per_run_s, per_turn_s = fit(sums)
+    return {"sums": {k: round(v, 4) for k, v in sums.items()}, "runs": int(entry.get("runs", 0)) + 1, "s_per_turn": round(per_turn_s, 3),
+            "s_per_run": round(per_run_s, 3), "tokens_per_turn": per_turn, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+# ---- the estimate ---------------------------------------------------------------------------------
+def turns_to_go(points: list[GridPoint]) -> float:
+    return sum(p.turns * p.to_go for p in points)
+
+
+def run_s(turns: float, rate: Rate) -> float:
+    """One run's seconds at a rate: its own cost plus its expected turns."""
+    return rate.s_per_run + rate.s_per_turn * turns
+
+
+def priced(points: list[GridPoint]) -> bool:
+    return bool(points) and all(p.seconds is not None for p in points)
+
+
+def estimate_s(points: list[GridPoint], in_flight: int) -> float:
+    """Wall seconds for the runs to go, each at its measured seconds, `in_flight` at a time (priced points only)."""
+    return sum(p.to_go * (p.seconds or 0.0) for p in points) / max(1, in_flight)
+
+
+def suggest_limit(points: list[GridPoint], in_flight: int, questions: int) -> Optional[int]:
+    """The questions.limit that brings a sweep estimated over an hour under one (None when it is under already)."""
+    if not priced(points) or estimate_s(points, in_flight) <= HOUR_S or questions <= 1:
+        return None
+    per_question = sum(p.seconds or 0.0 for p in points) / max(1, in_flight)  # one more question on every point
+    return max(1, min(questions - 1, int(HOUR_S // per_question))) if per_question > 0 else None
+
+
+def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int, in_flight: int,
+             fixed: Optional[list[str]] = None, measured_runs: int = 0) -> list[str]:
+    """The plan as lines for people: grid, runs done and to go, and the estimate (or why there is none yet)."""
+    runs = sum(p.runs for p in points)
+    known = [p for p in points if p.done is not None]
+    done = sum(p.done or 0 for p in known)
+    done_text = f"{done:,} done" + (f" (of {len(known)} grid points whose server is known)" if len(known) < len(points) else "")
+    lines = [f"plan: {len(points)} grid point(s) x {questions} question(s) = {runs:,} run(s), {done_text}, {runs - done:,} to go"]
+    width = max([len(k) for k in grid] + [6])
+    lines += [f"  {key:<{width}}  {', '.join(values)}" for key, values in grid.items()]
+    if fixed:
+        lines.append(f"  {'fixed':<{width}}  {' '.join(fixed)}")
+    turns = turns_to_go(points)
+    if not priced(points):
+        lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go; no rate measured for this model here yet: "
+                     "the first runs measure it, and the ETA follows")
+        return lines
+    lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go, priced at this machine's rate for each model and tool tier "
+                 f"({measured_runs} run(s) measured), {in_flight} run(s) in flight: about {duration(estimate_s(points, in_flight))}")
+    limit = suggest_limit(points, in_flight, questions)
+    if limit is not None:
+        lines.append(f"  {'':<{width}}  that is over an hour: questions.limit={limit} runs {limit * len(points)} run(s) in about "
+                     f"{duration(sum(p.seconds or 0.0 for p in points) * limit / max(1, in_flight))}")
+    return lines
+
+
+def plan_record(points: list[GridPoint], grid: dict, questions: int, in_flight: int, measured_runs: int = 0) -> dict:
+    """What a launch stores (.launches/<id>/plan.json) for its jobs' progress lines."""
+    return {"points": [asdict(p) for p in points], "grid": grid, "questions": questions, "in_flight": in_flight,
+            "priced": priced(points), "measured_runs": measured_runs}
+
+
+# ---- the ETA while the sweep runs -----------------------------------------------------------------
+@dataclass
+class Pace:
+    """Wall seconds a job has run and the weight (expected turns and run overheads, in turns) it finished meanwhile
+    (one file per job of a launch)."""
+
+    wall_s: float = 0.0
+    turns: float = 0.0
+
+
+def eta_s(weight_left: float, paces: list[Pace], jobs_at_once: int) -> Optional[float]:
+    """Seconds to go: the weight left at the launch's pace so far (wall seconds per finished unit of weight, pooled
+    over its jobs), shared over the jobs running at once; None before anything finished."""
+    wall = sum(p.wall_s for p in paces)
+    done = sum(p.turns for p in paces)
+    if done <= 0:
+        return None
+    return max(0.0, weight_left) * wall / done / max(1, jobs_at_once)
+
+
+def first_estimate(points: list[GridPoint], weight_left: float, paces: list[Pace], jobs_at_once: int, questions: int) -> list[str]:
+    """After a sweep's first run, when no stored rate priced its plan: the estimate from the pace it measured."""
+    seconds = eta_s(weight_left, paces, jobs_at_once)
+    if seconds is None or not points:
+        return []
+    unit = sum(p.wall_s for p in paces) / sum(p.turns for p in paces) / max(1, jobs_at_once)  # wall seconds per unit of weight
+    lines = [f"plan: measured {unit:.1f} s per turn on the first run(s): about {duration(seconds)} to go"]
+    timed = [dataclasses.replace(p, seconds=unit * p.weight) for p in points]
+    limit = suggest_limit(timed, 1, questions)
+    if limit is not None and seconds > HOUR_S:
+        lines.append(f"plan: that is over an hour: questions.limit={limit} would run {limit * len(points)} run(s) in about "
+                     f"{duration(sum(p.seconds or 0.0 for p in timed) * limit)}")
+    return lines

@@ -1,0 +1,175 @@
+"""The sweep's plan before its first run and its ETA: runs weighted by budget, priced at this machine's rate."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from searchbox.humanize import duration
+from searchbox.sweep import plan as sweep_plan
+from searchbox.sweep.job import Progress
+from searchbox.sweep.plan import GridPoint, Rate, describe, expected_turns, load_rate, record_run, run_s, suggest_limit
+from tests.fakes.commands import SWEEP
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def seconds(text: str) -> float:
+    """Back from sweep_plan.duration's words."""
+    units = {"d": 86400, "h": 3600, "min": 60, "s": 1}
+    return float(sum(int(n) * units[u] for n, u in re.findall(r"(\d+) (d|h|min|s)\b", text)))
+
+
+def test_duration_reads_back():
+    for s in (0, 12, 453, 3600 + 45 * 60, 2 * 86400 + 3 * 3600):
+        assert abs(seconds(duration(s)) - s) < 60
+
+
+def test_expected_turns_follow_the_budget():
+    assert expected_turns(30, "turns", True, 64) == 30 and expected_turns(30, "turns", False, 64) == 1
+    assert expected_turns(100, "turns", True, 64) == 64  # max_turns caps it
+    assert expected_turns(20000, "tokens", True, 64, "total", {"total": 4000}) == 5
+    assert expected_turns(2000, "tokens", True, 64, "completion") == 2000 / sweep_plan.TOKENS_PER_TURN["completion"]
+    assert expected_turns(10**6, "tokens", True, 64, "completion") == 64  # max_turns caps a token budget too
+
+
+def test_the_stored_rate_separates_a_runs_own_cost_from_its_turns():
+    assert load_rate("smollm2-135m") is None
+    record_run({"model": "smollm2-135m", "turns": 10, "elapsed_s": 100.0, "tokens": {"total": 50000, "completion": 2000}})
+    first = load_rate("smollm2-135m")  # one length of run: the turn carries everything
+    assert first.s_per_turn == 10.0 and first.s_per_run == 0.0 and first.runs == 1 and first.tokens_per_turn["total"] == 5000
+    for turns in (1, 30, 1, 10):  # 20 s a run (the first prefill, set-up) + 5 s a turn
+        record_run({"model": "smollm2-135m", "turns": turns, "elapsed_s": 20.0 + 5.0 * turns, "tokens": {"total": 5000 * turns}})
+    fitted = load_rate("smollm2-135m")
+    assert fitted.runs == 5 and 3.0 < fitted.s_per_turn < 7.0 and 10.0 < fitted.s_per_run < 30.0, fitted
+    assert fitted.overhead_turns == pytest.approx(fitted.s_per_run / fitted.s_per_turn)
+    record_run({"model": "smollm2-135m", "turns": 0, "elapsed_s": 5.0})  # a run that never took a turn prices nothing
+    assert load_rate("smollm2-135m") == fitted and load_rate("another-model") is None
+
+
+def test_each_tool_tier_has_its_own_rate_and_falls_back_to_the_models():
+    for _ in range(3):  # SmolLM2 answering at once under tools=low, reading files under tools=high
+        record_run({"model": "m", "turns": 10, "elapsed_s": 40.0, "axes": {"tools": "low"}})
+        record_run({"model": "m", "turns": 10, "elapsed_s": 400.0, "axes": {"tools": "high"}})
+    assert load_rate("m", "low").s_per_turn == 4.0 and load_rate("m", "high").s_per_turn == 40.0
+    assert load_rate("m", "none").s_per_turn == load_rate("m").s_per_turn == 22.0  # not measured yet: the model's over all tiers
+    assert sweep_plan.fit({"n": 2, "t": 2, "tt": 2, "s": 30, "ts": 30}) == (0.0, 15.0)  # same lengths: per turn only
+
+
+def test_old_runs_fade_from_the_stored_rate():
+    for _ in range(60):
+        record_run({"model": "m", "turns": 2, "elapsed_s": 100.0})
+    for _ in range(150):
+        record_run({"model": "m", "turns": 2, "elapsed_s": 20.0})  # a faster thread plan: the rate follows (by halves every ~35 runs)
+    assert load_rate("m").s_per_turn < 13.0
+
+
+def test_plan_weights_runs_by_budget_and_suggests_a_limit_over_an_hour():
+    # The design card's command with no questions.limit: 430 questions x 9 grid points.
+    rate = Rate(6.0, 40, s_per_run=12.0)
+    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b), rate.overhead_turns, run_s(b, rate)) for i, (b, t) in
+              enumerate((b, t) for b in (1, 10, 30) for t in ("high", "low", "none"))]
+    lines = describe(points, {"tools": ["high", "low", "none"], "budget": ["1", "10", "30"]}, 430, 1, ["questions.limit=null"], 40)
+    text = "\n".join(lines)
+    assert "9 grid point(s) x 430 question(s) = 3,870 run(s), 0 done, 3,870 to go" in lines[0]
+    assert "52,890 turn(s) to go, priced at this machine's rate for each model and tool tier (40 run(s) measured)" in text
+    expected = 52890 * 6.0 + 3870 * 12.0  # 430 x 3 x (1 + 10 + 30) turns at 6 s, and 12 s a run
+    assert seconds(text.split("about ")[1].splitlines()[0]) == pytest.approx(expected, rel=0.01)
+    assert sweep_plan.estimate_s(points, 2) == pytest.approx(expected / 2)  # two runs in flight
+    limit = suggest_limit(points, 1, 430)
+    assert limit == 4 and f"questions.limit={limit}" in text  # 4 x (123 x 6 + 9 x 12) s = 56 min; 5 would be 70 min
+    small = [dataclasses.replace(p, runs=1) for p in points]
+    assert suggest_limit(small, 1, 1) is None and "over an hour" not in "\n".join(describe(small, {}, 1, 1))
+    unpriced = [dataclasses.replace(p, seconds=None) for p in points]
+    assert "no rate measured" in "\n".join(describe(unpriced, {}, 430, 1)) and suggest_limit(unpriced, 1, 430) is None
+    done = [dataclasses.replace(p, done=430 if p.turns == 30 else None) for p in points]
+    assert "1,290 done (of 3 grid points whose server is known)" in describe(done, {}, 430, 1)[0]
+
+
+def _launch(tmp_path: Path, budgets: list[int], runs_each: int, overhead: float = 1.0) -> Path:
+    sweep = tmp_path / "sweep"
+    (sweep / "runs").mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"jobs": len(budgets), "launch": "L1"}))
+    points = [GridPoint(i, f"budget={b}", runs_each, 0, float(b), overhead) for i, b in enumerate(budgets)]
+    (sweep / ".launches" / "L1").mkdir(parents=True)
+    (sweep / ".launches" / "L1" / "plan.json").write_text(json.dumps(sweep_plan.plan_record(points, {}, runs_each, 1)))
+    return sweep
+
+
+def test_eta_stays_stable_across_runs_of_different_budgets(tmp_path, capsys, monkeypatch):
+    """Budgets 1, 10, 30 run one after another, each run's time a fixed cost plus its turns (with noise): the ETA
+    after each run stays within a small factor of the time really left (an average per run jumped 30-fold)."""
+    monkeypatch.delenv("SEARCHBOX_THREAD_PLAN", raising=False)
+    budgets, per_turn, per_run, runs_each = [1, 10, 30], 4.0, 6.0, 3
+    sweep = _launch(tmp_path, budgets, runs_each, overhead=1.0)  # the plan's guess of the run cost, not the truth (1.5 turns)
+    noise = [1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.0, 1.25, 0.85]
+    durations = [(per_run + b * per_turn) * noise[i * runs_each + j] for i, b in enumerate(budgets) for j in range(runs_each)]
+    now = [0.0]
+    etas, truth = [], []
+    n = 0
+    for job, budget in enumerate(budgets):
+        keys = [f"k{job}-{j}" for j in range(runs_each)]
+        progress = Progress(sweep, job, keys, clock=lambda: now[0])
+        progress.REFRESH_S = 0.0
+        for key in keys:
+            now[0] += durations[n]
+            n += 1
+            (sweep / "runs" / key).mkdir()
+            (sweep / "runs" / key / "DONE").write_text("budget_spent")
+            (sweep / "runs" / key / "run_meta.json").write_text(json.dumps({"model": "m", "turns": budget, "elapsed_s": durations[n - 1]}))
+            progress.update(True, f"{key} budget={budget}", key)
+            etas.append(seconds(re.findall(r"ETA ([^|]+)\|", capsys.readouterr().err)[-1]))
+            truth.append(sum(durations[n:]))
+    assert etas[-1] == 0
+    for eta, left in zip(etas[:-1], truth[:-1]):
+        assert left / 2 <= eta <= left * 2, (etas, truth)
+    jumps = [max(a, b) / max(1.0, min(a, b)) for a, b in zip(etas[:-2], etas[1:-1])]
+    assert max(jumps) < 3, (etas, jumps)
+    assert load_rate("m").runs == 9  # every finished run fed this machine's rate
+
+
+def test_progress_pools_the_pace_of_jobs_running_at_once(tmp_path, capsys, monkeypatch):
+    from searchbox.model import threads
+
+    monkeypatch.setenv(threads.PLAN_ENV, threads.plan(4, 2, False, jobs=2).to_env())
+    sweep = _launch(tmp_path, [10, 10], 2)
+    now = [0.0]
+    a = Progress(sweep, 0, ["a0", "a1"], clock=lambda: now[0])
+    b = Progress(sweep, 1, ["b0", "b1"], clock=lambda: now[0])
+    now[0] = 100.0  # both jobs finished a 10-turn run in the same 100 s
+    for progress, key in ((a, "a0"), (b, "b0")):
+        (sweep / "runs" / key).mkdir()
+        (sweep / "runs" / key / "DONE").write_text("x")
+        progress.REFRESH_S = 0.0
+        progress.update(True, key, key)
+    eta = seconds(re.findall(r"ETA ([^|]+)\|", capsys.readouterr().err)[-1])
+    assert eta == pytest.approx(100.0, abs=2)  # 20 turns left at 10 s/turn per job, two jobs at once
+
+
+def _sweep(args: list[str], root: Path) -> str:
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
+    env.pop("LLAMA_URL", None)
+    proc = subprocess.run([*SWEEP, *args, f"sweep.root={root}", "harness.today=2026-01-01"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
+
+
+def test_the_sweep_prints_its_plan_before_the_first_run_and_counts_what_is_done(tmp_path):
+    args = ["model=control-keyword", "tools=none", "budget=1,3", "questions.limit=2"]
+    first = _sweep(args, tmp_path)
+    plan = first.index("[sweep] plan: 2 grid point(s) x 2 question(s) = 4 run(s), 0 done, 4 to go")
+    assert plan < first.index("runs done")  # before the first run
+    assert re.search(r"\[sweep\]   budget +1, 3", first) and "no rate measured for this model here yet" in first
+    assert re.search(r"\[sweep\] plan: measured [\d.]+ s per turn on the first run\(s\): about .+ to go", first)  # then priced
+    stored = json.loads(next(Path(tmp_path).glob("default/.launches/*/plan.json")).read_text())
+    assert [p["turns"] for p in stored["points"]] == [1.0, 3.0] and stored["questions"] == 2
+    again = _sweep([*args[:-1], "questions.limit=3"], tmp_path)  # one more question: 4 of 6 runs done
+    assert "[sweep] plan: 2 grid point(s) x 3 question(s) = 6 run(s), 4 done, 2 to go" in again
+    assert re.search(r"turn\(s\) to go, priced at this machine's rate for each model and tool tier \(\d+ run\(s\) measured\)", again)
