@@ -49,8 +49,13 @@ class Question:
     question: str
     answer: str = ""
     aliases: list[str] = field(default_factory=list)
-    gold_files: list[str] = field(default_factory=list)
+    gold_files: list[str] = field(default_factory=list)  # the files that hold the answer (BrowseComp-Plus: gold documents)
     type: str = ""
+    # The answer-bearing passages, where the source names them: [{"file": dataroom path, "text": the passage}]
+    # (the question builder's, HotpotQA's supporting facts, ...). Evidence reads these before the occurrence rule.
+    evidence: list[dict] = field(default_factory=list)
+    evidence_files: list[str] = field(default_factory=list)  # documents that support the answer, kept apart from gold_files
+    fact: str = ""  # questions that ask for one fact share this group (reports cluster their CIs by it); "" = its own id
 
     @property
     def golds(self) -> list[str]:
@@ -76,7 +81,9 @@ def load_questions(path: Path, limit: Optional[int] = None, ids: Optional[Iterab
         try:
             raw = json.loads(line)
             q = Question(id=str(raw["id"]), question=raw["question"], answer=str(raw.get("answer", "")),
-                         aliases=[str(a) for a in raw.get("aliases") or []], gold_files=list(raw.get("gold_files") or []), type=raw.get("type", ""))
+                         aliases=[str(a) for a in raw.get("aliases") or []], gold_files=list(raw.get("gold_files") or []), type=raw.get("type", ""),
+                         evidence=[dict(e) for e in raw.get("evidence") or []], evidence_files=list(raw.get("evidence_files") or []),
+                         fact=str(raw.get("fact") or ""))
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path}:{n}: bad question line ({exc})") from exc
         out.append(q)
