@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from . import legend
 from .frames import DENSE_TOOLS, LEXICAL_PROGRAMS, Frames, accuracy_table, acting, cells, label, same_n, search_style_table, time_split, tokens_per_turn, tool_usage
 
 COLORS = {"high": "#1f77b4", "low": "#ff7f0e", "none": "#2ca02c", "all": "#9467bd", "default": "#8c564b"}
@@ -127,7 +128,7 @@ def accuracy_vs_budget(frames: Frames, grader: Optional[str] = None) -> Figure:
         ax.set_xlabel(f"budget ({runs['budget_unit'].iloc[0]})" if "budget_unit" in runs else "budget")
         ax.set_ylabel(f"accuracy ({grader})")
         _panel_title(ax, label(pkey), 4.4)
-        ax.legend(fontsize=7, title=hue, title_fontsize=7)
+        legend.beside(ax, title=hue)  # n differs per panel: each panel keeps its own
     _title(fig, "Accuracy vs budget (95% CI over questions; n = graded runs / questions)" + left_out(frames), min(len(panels), MAX_PANELS),
            len(panels))
     return fig
@@ -200,7 +201,7 @@ def tokens_per_turn_figure(frames: Frames, grader: Optional[str] = None) -> Figu
         ax.set_xlabel("turn")
         ax.set_xticks(sorted(d["turn"].unique()))
     axes[0].set_ylabel("mean tokens per run")
-    axes[-1].legend(fontsize=7)
+    legend.below(fig, axes, sort=False)
     _title(fig, "Tokens per turn (runs of a model; the controls spend none)", shown, len(panels))
     return fig
 
@@ -228,7 +229,7 @@ def tool_choice_figure(frames: Frames, grader: Optional[str] = None, top: int = 
     ax.set_xlabel("share of tool calls (malformed replies are not calls)")
     ax.set_xlim(0, 1)
     ax.set_title("Tool choice per condition (bash split by program)")
-    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    legend.below(fig, [ax], sort=False)
     return fig
 
 
@@ -250,7 +251,7 @@ def time_split_figure(frames: Frames, grader: Optional[str] = None) -> Figure:
     ax.set_xticks(range(len(data)), [f"{nm}\n(n={k})" for nm, k in zip(names, n)], fontsize=7)
     ax.set_ylabel("mean seconds per run")
     ax.set_title("Wall time per run: setup (model and embedder loading, index builds), LLM, tools")
-    ax.legend(fontsize=7)
+    legend.below(fig, [ax], sort=False)
     return fig
 
 
@@ -288,7 +289,7 @@ def evidence_vs_accuracy(frames: Frames, grader: Optional[str] = None) -> Figure
     ax.set_ylim(0, 1.05)
     ax.set_ylabel(f"accuracy ({grader})")
     ax.set_title("Accuracy by gold evidence received in tool outputs (95% CI over questions)")
-    ax.legend(fontsize=7)
+    legend.below(fig, [ax], sort=False)
     return fig
 
 

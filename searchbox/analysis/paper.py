@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from . import legend
 from .harness_figure import harness_effect, needs as harness_needs
 from .frames import Frames, accuracy_table, acting, cells, inert_why, label, same_n
 
@@ -244,21 +245,8 @@ def _curve_grid(rows: list[tuple[str, str, pd.DataFrame]], x: str, lines: list[s
                 ax.set_ylabel(ylabel)
             if r == len(rows) - 1:
                 ax.set_xlabel(xlabel)
-    _legend(fig, [ax for row in axes for ax in row], f"lines: {hue}" if hue else None)
+    legend.below(fig, [ax for row in axes for ax in row], f"lines: {hue}" if hue else None)
     return fig, len(shown), len(panels)
-
-
-def _legend(fig: Figure, axes: list, title: Optional[str] = None) -> None:
-    entries: dict = {}
-    for ax in axes:
-        for handle, text in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(text, handle)
-    if not entries:
-        return
-    entries = dict(sorted(entries.items()))  # the same order in every figure, whichever panel drew a line first
-    widest = max(len(t) for t in entries) * 0.05 + 0.6  # inches per entry at fontsize 6
-    fig.legend(list(entries.values()), list(entries), loc="outside lower center", fontsize=7, title=title, title_fontsize=7,
-               ncol=max(1, min(len(entries), int(fig.get_figwidth() // widest))))
 
 
 def _shown(shown: int, total: int) -> str:
