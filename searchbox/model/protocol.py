@@ -65,8 +65,10 @@ def _call_id() -> str:
 # so that every call but write/edit fits in CALL_CHARS. These are generation bounds only: the catalog's
 # schemas (and its validation bounds) stay as they are, the prompt shows no bound, and the native protocol
 # sends the catalog's schemas unchanged.
-JSON_SCHEMA_VERSION = 2  # 1: no string or array bound in the grammar; 2: GenerationBounds on every string, array and whole number
-BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # "off": schema version 1 (an ablation: benchmarks/main_command.py)
+# The final answer is bounded the same way (schema version 3): under version 2 SmolLM2's `answer` text, no tool
+# argument, repeated a phrase to max_tokens in 35 of 123 turns of the main command (results/benchmarks/main_command.md).
+JSON_SCHEMA_VERSION = 3  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too
+BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # ablations (benchmarks/main_command.py): "off" is schema version 1, "calls" version 2
 REPETITION_CAP = 2000  # llama.cpp's grammar parser: a longer {0,N} is silently unbounded (or refused, by version)
 # The longest call any tool but write/edit can be made to generate, in characters (compact JSON): SmolLM2's
 # runaway text ran about 2.8 characters per token, so about 170 tokens, well inside its max_tokens of 256.
@@ -82,6 +84,10 @@ class GenerationBounds:
     path: int = 112  # a path (the packaged corpus's, dataroom/ included, run 20-106 characters, median 68)
     command: int = 160  # a bash command line
     content: int = 1200  # what write and edit put into a file: a paragraph
+    # The final answer: 8 x the longest gold of the packaged and tiny question sets (60 characters,
+    # builtin/jina-questions.jsonl), which leaves room for the answer line and a Sources line naming three files
+    # of the packaged corpus's median path (68 characters). An answer cut here is marked `truncated` and graded as written.
+    answer: Optional[int] = 480  # None: schema version 2, the calls bounded and the answer not
     items: int = 4  # items of an array of texts
     path_items: int = 2  # items of an array of paths (a search's scope): each may be a long path
     kinds: tuple[tuple[str, str], ...] = (  # catalog argument name -> kind; every other string is `text`
@@ -104,7 +110,10 @@ class GenerationBounds:
 
 def json_bounds() -> Optional[GenerationBounds]:
     """The bounds the JSON protocol applies: GenerationBounds(), or None where $SEARCHBOX_JSON_BOUNDS=off."""
-    return None if os.environ.get(BOUNDS_ENV, "").strip().lower() in ("off", "0", "false", "no") else GenerationBounds()
+    value = os.environ.get(BOUNDS_ENV, "").strip().lower()
+    if value in ("off", "0", "false", "no"):
+        return None
+    return GenerationBounds(answer=None) if value == "calls" else GenerationBounds()
 
 
 def bounded(schema: dict, limits: Optional[GenerationBounds]) -> dict:
@@ -271,7 +280,7 @@ class JsonProtocol:
     def version(self) -> int:
         """The schema rules' version: part of the run key (through the request it sends), since the grammar decides
         what the model can say."""
-        return JSON_SCHEMA_VERSION if self.limits else 1
+        return (JSON_SCHEMA_VERSION if self.limits.answer else 2) if self.limits else 1
 
     def schema(self, tools: list[dict]) -> dict:
         variants = [
@@ -284,7 +293,8 @@ class JsonProtocol:
             }
             for t in tools
         ]
-        variants.append({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"], "additionalProperties": False})
+        answer = {"type": "string", **({"maxLength": self.limits.answer} if self.limits and self.limits.answer else {})}
+        variants.append({"type": "object", "properties": {"answer": answer}, "required": ["answer"], "additionalProperties": False})
         return {"anyOf": variants}
 
     def request(self, messages: list[dict], tools: list[dict]) -> dict:
@@ -332,7 +342,10 @@ class JsonProtocol:
             call = {"id": _call_id(), "type": "function", "function": {"name": name, "arguments": args}}
             return Decoded({"role": "assistant", "content": "", "tool_calls": [call]})
         if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
-            return Decoded({"role": "assistant", "content": bounds.valid_text(obj["answer"])})
+            text = bounds.valid_text(obj["answer"])
+            if self.limits and self.limits.answer and len(obj["answer"]) >= self.limits.answer:  # the grammar closed it at its bound: a cut answer
+                return Decoded({"role": "assistant", "content": text, "raw": raw, "truncated": True})
+            return Decoded({"role": "assistant", "content": text})
         return Decoded({"role": "assistant", "content": "", "raw": raw}, 'expected {"tool": ..., "arguments": {...}} or {"answer": ...}')
 
     def feedback(self, error: str) -> dict:

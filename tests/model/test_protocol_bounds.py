@@ -97,13 +97,51 @@ def test_the_catalog_is_left_as_it_is_and_its_tighter_bounds_win():
 
 
 def test_schema_version_and_the_unbounded_ablation(monkeypatch):
-    assert JsonProtocol().version == protocol.JSON_SCHEMA_VERSION == 2 and JsonProtocol(None).version == 1
+    assert JsonProtocol().version == protocol.JSON_SCHEMA_VERSION == 3 and JsonProtocol(None).version == 1
     monkeypatch.setenv(protocol.BOUNDS_ENV, "off")
     assert protocol.json_bounds() is None
     proto = protocol.choose("json", None)
     assert proto.version == 1 and "maxLength" not in json.dumps(proto.schema(ALL))
+    monkeypatch.setenv(protocol.BOUNDS_ENV, "calls")  # the calls bounded, the answer not: version 2
+    proto = protocol.choose("json", None)
+    assert proto.version == 2 and "maxLength" not in json.dumps(_answer_schema(proto)) and "maxLength" in json.dumps(proto.schema(ALL))
     monkeypatch.delenv(protocol.BOUNDS_ENV)
-    assert protocol.choose("json", None).version == 2
+    assert protocol.choose("json", None).version == 3
+
+
+def _answer_schema(proto: JsonProtocol) -> dict:
+    return next(v for v in proto.schema(ALL)["anyOf"] if "answer" in v["properties"])["properties"]["answer"]
+
+
+def _longest_gold() -> int:
+    from importlib import resources
+
+    longest = 0
+    for name in ("questions.jsonl", "jina-questions.jsonl"):  # the tiny and the packaged sets
+        for line in resources.files("searchbox.builtin").joinpath(name).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                q = json.loads(line)
+                longest = max([longest, len(q["answer"]), *(len(a) for a in q.get("aliases") or [])])
+    return longest
+
+
+def test_the_final_answer_is_bounded_with_room_for_every_gold():
+    """Schema version 3 bounds the answer as it bounds a call's strings: far above what a right answer needs
+    (the longest gold of the packaged and tiny sets, with room for a Sources line), and not at all in version 1."""
+    answer = _answer_schema(JsonProtocol())
+    assert answer["maxLength"] == GenerationBounds().answer >= 8 * _longest_gold()
+    assert "maxLength" not in _answer_schema(JsonProtocol(None))
+
+
+def test_an_answer_at_the_bound_is_marked_cut_and_kept_as_written():
+    proto, limit = JsonProtocol(), GenerationBounds().answer
+    whole = proto.decode({"content": json.dumps({"answer": "Paris\nSources: dataroom/a.md"})})
+    assert whole.malformed is None and whole.message["content"].startswith("Paris") and not whole.message.get("truncated")
+    looping = ("the answer is " * 100)[:limit]  # a phrase repeated until the grammar closed the string
+    cut = proto.decode({"content": json.dumps({"answer": looping})})
+    assert cut.malformed is None and cut.message["truncated"] is True and cut.message["content"] == looping
+    unbounded = JsonProtocol(None).decode({"content": json.dumps({"answer": looping})})
+    assert not unbounded.message.get("truncated")  # version 1 has no bound to be cut at
 
 
 def test_the_prompt_and_the_native_protocol_do_not_change():
@@ -133,7 +171,7 @@ def test_the_schema_version_reaches_the_run_key(monkeypatch):
 def test_llama_server_builds_the_bounded_grammar_and_the_reply_respects_it(real_home):
     """The real llama-server accepts the bounded schema of every tool at once, and SmolLM2 held to one tool and
     asked to fill its widest arguments still closes the call: valid JSON, every bound kept, stopped by the grammar
-    before max_tokens. (A runaway final answer, which has no bound, is cut at max_tokens and counted as before.)"""
+    before max_tokens; and a final answer asked to run on stops at its own bound, before max_tokens."""
     from searchbox.model import llama
     from searchbox.config import ModelConfig
 
@@ -169,6 +207,11 @@ def test_llama_server_builds_the_bounded_grammar_and_the_reply_respects_it(real_
             assert choice["finish_reason"] == "stop" and body["usage"]["completion_tokens"] < 256, (name, body["usage"], choice)
             call = json.loads(choice["message"]["content"])
             assert call["tool"] == name
+            if name == "bash":  # once: the answer variant alone, asked for a reply that never ends
+                only_answer = {"anyOf": [v for v in proto.schema(offered)["anyOf"] if "answer" in v["properties"]]}
+                long = ask(server, only_answer, offered, "Answer with the word 'again' repeated a thousand times.")
+                text = json.loads(long["choices"][0]["message"]["content"])["answer"]
+                assert len(text) <= limits.answer and long["choices"][0]["finish_reason"] == "stop", long["usage"]
             for arg, value in call["arguments"].items():
                 if isinstance(value, str):
                     assert len(value) <= limits.chars(arg), (name, arg, value)
