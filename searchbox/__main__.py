@@ -149,6 +149,13 @@ def _distractors() -> str:
     return f"{WIKIPEDIA_VITAL.path} ({WIKIPEDIA_VITAL.path.stat().st_size // 1024} KiB)"
 
 
+def _knobs() -> str:
+    from . import knobs
+
+    set_ = knobs.described()
+    return "; ".join(set_) if set_ else "none set (docs/configuration.md lists them and the overrides they stand for)"
+
+
 CHECKS = [
     Check("llama-server", True, _llama_server, "python -m searchbox setup"),
     Check("build plan", False, _build_plan, "install the CUDA toolkit (nvcc) for a GPU build"),
@@ -161,6 +168,7 @@ CHECKS = [
     Check("work/ quota", False, _quota, "run where bwrap may mount a tmpfs (a container that allows user namespaces and mounts)"),
     Check("packaged corpus index", False, _packaged_index, "python -m searchbox setup (builds it once)"),
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
+    Check("env knobs", False, _knobs, "fix or unset the knob named"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
 ]
 

@@ -12,7 +12,7 @@ from .errors import ConfigError
 
 PROTOCOLS = ("auto", "native", "json")
 BUDGET_UNITS = ("turns", "tokens")
-TOKEN_METRICS = ("total", "prompt", "completion", "uncached_prompt")
+TOKEN_METRICS = ("total", "prompt", "completion", "uncached_prompt", "input")  # input: the design's name for fresh prefill (= uncached_prompt)
 SANDBOXES = ("auto", "bwrap", "none")
 RETRIEVERS = ("dense", "bm25", "hybrid")
 EMBEDDERS = ("local", "api")

@@ -209,7 +209,8 @@ class Accountant:
 
     def spent_tokens(self) -> int:
         u = self.ledger.total
-        return {"total": u.total, "prompt": u.prompt, "completion": u.completion, "uncached_prompt": u.uncached_prompt}[self.h.token_metric]
+        return {"total": u.total, "prompt": u.prompt, "completion": u.completion, "uncached_prompt": u.uncached_prompt,
+                "input": u.uncached_prompt}[self.h.token_metric]
 
     def check_token_budget(self) -> None:
         if self.h.budget_unit == "tokens" and self.spent_tokens() >= self.h.budget:

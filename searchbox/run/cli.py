@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 from .. import harness as harnesses
-from ..config import RunConfig
+from .. import knobs
+from ..config import TOKEN_METRICS, RunConfig
 from ..corpus.dataroom import packaged_corpus, remove_tree
 from ..errors import SearchboxError, cli, sigterm_as_interrupt
 from ..record.record import read_record
@@ -34,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("dataroom", nargs="?", help="zip or folder (default: the packaged 207-document corpus)")
     parser.add_argument("--budget", type=int, default=None, help="turns (or tokens with --budget-unit tokens); default 1")
     parser.add_argument("--budget-unit", choices=["turns", "tokens"], default="turns")
-    parser.add_argument("--token-metric", choices=["total", "prompt", "completion", "uncached_prompt"], default="total")
+    parser.add_argument("--token-metric", choices=TOKEN_METRICS, default="total", help="what a token budget counts (input: fresh prefill)")
     parser.add_argument("--force-budget", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--tools", default=None, help="a tier (none, high, low, all, grep_only, vector_only) or comma-separated tool names")
     parser.add_argument("--delivery", choices=["inline", "file"], default="inline", help="tool results in the message, or in work/results/")
@@ -63,6 +65,14 @@ def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
                                shared=shared, load=threads.other_load()[0] if shared else 0.0))
 
 
+# The flags whose value a knob also sets: given on the command line, the flag wins (knobs.apply skips the field).
+FLAG_FIELDS = {"--tools": "tools", "--budget": "harness.budget", "--token-metric": "harness.token_metric", "--model": "model.model"}
+
+
+def _given(argv: list[str]) -> frozenset[str]:
+    return frozenset(field for flag, field in FLAG_FIELDS.items() if any(a == flag or a.startswith(flag + "=") for a in argv))
+
+
 @cli
 def main(argv: Optional[list[str]] = None) -> int:
     from ..retrieval.index.console import showing
@@ -71,6 +81,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     preset_blas_env()  # before numpy and torch load their pools
     sigterm_as_interrupt()
     args = _parser().parse_args(argv)
+    args.given = _given(sys.argv[1:] if argv is None else argv)
     with showing():  # an index build inside the run (its first dense search, on a new dataroom) shows a progress bar
         return _main(args)
 
@@ -91,6 +102,7 @@ def _main(args: argparse.Namespace) -> int:
         h = cfg.harness
         h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
         h.sandbox, h.run_ceiling_s, h.delivery, h.kind = args.sandbox, args.run_ceiling, args.delivery, args.harness
+        knobs.apply(cfg, args.given)  # $SEARCHBOX_TOOLS, $TURN_BUDGET ...: into the config, so into key.json and the key
         out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         cfg.validate()
         select(cfg.tools)

@@ -817,6 +817,14 @@ def main() -> None:
     sigterm_as_interrupt()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the progress lines
 
+    from .. import knobs
+
+    try:  # $SEARCHBOX_TOOLS, $TURN_BUDGET ...: the overrides they stand for, where the command line sets none
+        sys.argv[1:] = knobs.with_overrides(sys.argv[1:])
+    except errors.ConfigError as exc:
+        print(f"searchbox: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
     @errors.task
     def entry(cfg) -> Optional[dict]:

@@ -27,7 +27,7 @@ MEMORY_RUNS = 50.0  # the stored rate follows the last fifty or so runs: a faste
 OVERHEAD_TURNS = 1.0  # a run's cost besides its turns, in turns, until a rate measures it (the first prefill is about one)
 # Tokens a turn spends, to turn a token budget into turns before this machine has measured its own (SmolLM2 on the
 # packaged corpus, 5 questions x 3 tiers x budget 2, spent about this many of each metric per turn).
-TOKENS_PER_TURN = {"total": 1800.0, "prompt": 1650.0, "completion": 130.0, "uncached_prompt": 500.0}
+TOKENS_PER_TURN = {"total": 1800.0, "prompt": 1650.0, "completion": 130.0, "uncached_prompt": 500.0, "input": 500.0}
 
 
 @dataclass(frozen=True)

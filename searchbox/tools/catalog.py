@@ -114,7 +114,7 @@ CATALOG: tuple[ToolSpec, ...] = (
              "Semantic search over the dataroom (or only the given files/folders). Returns the best chunks with path, score and text.",
              _obj({"query": QUERY, "k": {"type": "integer", "minimum": 1, "maximum": 50}, "paths": _strs(PATH_CHARS)}, ["query"]),
              "retrieval_tools:search_dataroom"),
-    ToolSpec("answer_question", "high", False,
+    ToolSpec("answer_question", "high", True,
              "Find the passages of the dataroom that best answer a question: wide dense retrieval, then cross-encoder reranking.",
              _obj({"question": QUERY, "k": {"type": "integer", "minimum": 1, "maximum": 20}}, ["question"]), "retrieval_tools:answer_question"),
     # low tier: stateless primitives over data the caller passes in

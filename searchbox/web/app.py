@@ -53,6 +53,8 @@ class WebSettings:
     token: Optional[str] = None
     loopback: bool = True  # bound to loopback: refuse foreign Host headers (DNS rebinding)
     slots: int = 1
+    preempt: bool = True  # a new job pauses a running one (serve --no-preempt, $PREEMPT_FOREGROUND=0)
+    backfill: bool = True  # idle slots resume paused jobs (serve --no-backfill, $AUTO_BACKFILL=0)
     sandbox: str = "auto"
     max_upload_bytes: int = 200 * 1024**2
     max_budget: int = 1000  # turns; a token budget may be up to 10_000 times this
@@ -75,7 +77,7 @@ def create_app(settings: WebSettings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         web_root.mkdir(parents=True, exist_ok=True)
-        sched = Scheduler(web_root / "jobs.sqlite", settings.slots)
+        sched = Scheduler(web_root / "jobs.sqlite", settings.slots, preempt=settings.preempt, backfill=settings.backfill)
         runner = JobRunner(sched, web_root, settings.endpoint, settings.sandbox, settings.poll_s, endpoints=endpoints).start()
         app.state.sched, app.state.runner, app.state.stopping = sched, runner, False
         try:

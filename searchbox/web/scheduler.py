@@ -14,8 +14,11 @@ Pure bookkeeping: no processes, no model. The job runner asks `step()` what to s
   (a new job preempts the running one, but jobs that waited together keep their FIFO order);
   backfilled jobs are preempted before foreground ones. A preempted job is paused between steps
   and returns to the pool.
-- A user's pause is sticky: the job is `held` until an explicit resume, which returns it to the
-  pool (or to the queue if it never started). A held job is never backfilled.
+- A user's pause is sticky: the job is `held` until an explicit resume, which puts it in the
+  foreground queue (ahead of backfill, behind the jobs already queued). A held job is never backfilled.
+- Both automatic moves can be switched off (`--no-preempt`, `--no-backfill`; $PREEMPT_FOREGROUND and
+  $AUTO_BACKFILL): without preemption a queued job waits for a free slot; without backfill a paused job
+  that was not preempted waits for an explicit resume.
 - After a restart, jobs that were running return to the pool as preempted; a pending user pause
   makes them held, a pending cancel cancelled.
 """
@@ -117,10 +120,12 @@ class Launch:
 class Scheduler:
     """The job table and its rules. Thread-safe; every method is one transaction."""
 
-    def __init__(self, db_path: str | Path, slots: int = 1):
+    def __init__(self, db_path: str | Path, slots: int = 1, preempt: bool = True, backfill: bool = True):
+        """preempt=False: a queued job waits for a free slot (no running job is paused for it); backfill=False:
+        a paused job the user did not resume (nor a newer job pushed out) waits for an explicit resume."""
         if slots < 1:
             raise SchedulerError(f"slots={slots}: need at least one")
-        self.slots = slots
+        self.slots, self.preempt, self.backfill = slots, preempt, backfill
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(db_path), check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
@@ -194,7 +199,8 @@ class Scheduler:
     def resume(self, job_id: str, spec_update: Optional[dict] = None) -> Job:
         """The user's resume: a held job (or a failed or finished one, to retry or continue) becomes resumable.
 
-        It joins the pool (backfill), or the foreground queue if it never started. A running job
+        It joins the foreground queue, behind the jobs already queued and ahead of backfill (the design's
+        foreground FIFO: a user who asks for a job wants it next, not after every paused one). A running job
         whose pause is still pending simply keeps its slot.
         """
         with self._tx() as db:
@@ -212,10 +218,8 @@ class Scheduler:
             tick = self._tick(db)
             if job.launches == 0 and (job.prepare or {}).get("failed"):  # its index build failed: build it again
                 self._set(db, job_id, state="preparing", spec=json.dumps(spec), error=None)
-            elif job.launches == 0:
-                self._set(db, job_id, state="queued", queued_at=tick, spec=json.dumps(spec), error=None)
-            else:
-                self._set(db, job_id, state="paused", pooled_at=tick, preempted=0, spec=json.dumps(spec), error=None)
+            else:  # started or not, it queues; step() launches a started one as a resume
+                self._set(db, job_id, state="queued", queued_at=tick, pooled_at=None, preempted=0, spec=json.dumps(spec), error=None)
         return self.get(job_id)
 
     def cancel(self, job_id: str) -> Job:
@@ -240,7 +244,7 @@ class Scheduler:
             # preemption: queued jobs beyond the slots that are (or are about to be) free
             victims = sorted((j for j in running if j.pause_request not in PAUSING),
                              key=lambda j: (j.started_from != "pool", -(j.started_at or 0)))
-            for job in queue[max(free, 0) + leaving:]:
+            for job in queue[max(free, 0) + leaving:] if self.preempt else []:
                 eligible = [v for v in victims if (v.started_at or 0) < (job.queued_at or 0)]
                 if not eligible:
                     break  # FIFO: no later job may jump ahead of this one
@@ -292,7 +296,8 @@ class Scheduler:
         queue = sorted((j for j in jobs if j.state == "queued"), key=lambda j: (j.queued_at or 0, j.seq))
         preempted = sorted((j for j in jobs if j.state == "paused" and j.preempted), key=lambda j: -(j.pooled_at or 0))
         backfill = sorted((j for j in jobs if j.state == "paused" and not j.preempted), key=lambda j: j.seq)
-        line = queue + preempted + backfill
+        parked = [] if self.backfill else backfill  # auto-backfill off: out of line until resumed
+        line = queue + preempted + (backfill if self.backfill else [])
         free = self.slots - len(running)
         leaving = [j for j in running if j.pause_request in PAUSING]
         slots = f"{len(running)} of {self.slots} model slot{'s' if self.slots > 1 else ''} in use"
@@ -303,7 +308,9 @@ class Scheduler:
                 why = "a slot is free: it starts at the next scheduling step"
             elif job.state == "queued":
                 why = f"waiting for a model slot ({slots})" + ("; a running job is pausing to make room" if leaving else
-                                                               ": it waits for those jobs to finish (it came after they started)")
+                                                               ": it waits for those jobs to finish" + (
+                                                                   " (preemption is off)" if not self.preempt else
+                                                                   " (it came after they started)"))
             elif job.preempted:
                 why = f"paused to make room for a newer job; it resumes by itself when a slot is free, before jobs paused longer ago ({slots})"
             else:
@@ -315,6 +322,9 @@ class Scheduler:
             why = ("building the index of its dataroom, outside the model slots (other jobs run meanwhile)" if i == 0 else
                    f"waiting to build its index: {_ordinal(i)} after the build in progress") + then
             out[job.id] = {"reason": why, "position": i + 1, "of": len(preparing), "where": "in line for an index build", "after": [p.id for p in preparing[:i]]}
+        for job in parked:
+            out[job.id] = {"reason": "paused (stopped from outside); auto-backfill is off, so it waits until you resume it",
+                           "position": None, "of": None, "where": "", "after": []}
         for job in jobs:
             if job.state == "held":
                 out[job.id] = {"reason": "held: it stays paused until you resume it (never resumed by itself)", "position": None, "of": None,
@@ -341,6 +351,8 @@ class Scheduler:
         row = db.execute("SELECT * FROM jobs WHERE state = 'paused' AND preempted = 1 ORDER BY pooled_at DESC LIMIT 1").fetchone()
         if row:
             return _job(row), "pool"
+        if not self.backfill:
+            return None, ""
         row = db.execute("SELECT * FROM jobs WHERE state = 'paused' ORDER BY seq LIMIT 1").fetchone()
         return (_job(row), "pool") if row else (None, "")
 

@@ -79,6 +79,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto", help="bash isolation for jobs")
     parser.add_argument("--max-upload-mb", type=float, default=200.0, help="largest dataroom zip accepted (default 200)")
     parser.add_argument("--max-budget", type=int, default=1000, help="largest turn budget a job may ask for")
+    from .. import knobs
+
+    switches = knobs.read()  # one line for a bad value, before anything starts
+    parser.add_argument("--preempt", action=argparse.BooleanOptionalAction, default=switches.get("PREEMPT_FOREGROUND", True),
+                        help="a new job pauses a running one (default: on, or $PREEMPT_FOREGROUND)")
+    parser.add_argument("--backfill", action=argparse.BooleanOptionalAction, default=switches.get("AUTO_BACKFILL", True),
+                        help="idle slots resume paused jobs (default: on, or $AUTO_BACKFILL)")
     args = parser.parse_args(argv)
     from ..errors import sigterm_as_interrupt
 
@@ -108,6 +115,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             settings = WebSettings(outputs=args.outputs, endpoint=url, endpoint_label=label, allowed_endpoints=allowed,
                                    model=args.model, token=args.token,
                                    loopback=is_loopback(args.host), slots=slots, sandbox=args.sandbox,
+                                   preempt=args.preempt, backfill=args.backfill,
                                    max_upload_bytes=int(args.max_upload_mb * 1024**2), max_budget=args.max_budget)
             app = create_app(settings)
             where = f"http://{args.host}:{args.port}/" + (f"?token={args.token}" if args.token else "")

@@ -119,7 +119,7 @@ def test_user_pause_is_sticky_until_resume(sched):
     sched.exited("b", "budget_spent")
     assert launched(sched) == []
     sched.resume("a", {"budget": 5})
-    assert sched.get("a").state == "paused" and sched.get("a").spec["budget"] == 5
+    assert sched.get("a").state == "queued" and sched.get("a").spec["budget"] == 5  # the foreground queue
     assert launched(sched) == [("resume", "a")]
 
 
@@ -169,7 +169,7 @@ def test_failures_and_cancel(sched):
     assert sched.get("b").pause_request == "cancel"
     sched.exited("b", "paused")
     assert sched.get("b").state == "cancelled"
-    sched.resume("a")  # a retry goes through the pool
+    sched.resume("a")  # a retry queues in the foreground
     assert launched(sched) == [("resume", "a")]
 
 
@@ -299,6 +299,79 @@ def test_every_waiting_job_says_why_and_where_it_stands(tmp_path):
     s.close()
 
 
+def test_an_explicit_resume_runs_ahead_of_backfill(sched):
+    """The design's foreground FIFO: the job the user resumes goes next, not after jobs paused longer ago."""
+    submit(sched, "old")
+    launched(sched)
+    sched.exited("old", "interrupted")  # stopped from outside: a backfill candidate
+    submit(sched, "mine")
+    assert launched(sched) == [("start", "mine")]
+    sched.hold("mine")
+    sched.exited("mine", "paused")
+    assert sched.get("mine").state == "held"
+    assert launched(sched) == [("resume", "old")]  # the idle slot backfills
+    sched.exited("old", "interrupted")
+    sched.resume("mine")  # the user's resume: ahead of the older backfill candidate
+    assert sched.get("mine").state == "queued"
+    assert sched.waiting()["mine"]["position"] == 1 and sched.waiting()["old"]["position"] == 2
+    assert launched(sched) == [("resume", "mine")]
+
+
+def test_an_explicit_resume_preempts_a_backfilled_job(sched):
+    submit(sched, "a")
+    launched(sched)
+    sched.hold("a")
+    sched.exited("a", "paused")
+    submit(sched, "b")
+    launched(sched)
+    sched.exited("b", "interrupted")
+    assert launched(sched) == [("resume", "b")]  # b backfills the free slot
+    sched.resume("a")
+    assert launched(sched) == []
+    assert sched.get("b").pause_request == "preempt"  # the backfilled job makes room for the resumed one
+    sched.exited("b", "paused")
+    assert launched(sched) == [("resume", "a")]
+
+
+def test_preemption_switched_off(tmp_path):
+    s = Scheduler(tmp_path / "jobs.sqlite", preempt=False)
+    submit(s, "a")
+    launched(s)
+    submit(s, "b")
+    assert launched(s) == [] and s.get("a").pause_request is None  # nobody is paused for b
+    assert "preemption is off" in s.waiting()["b"]["reason"]
+    s.exited("a", "budget_spent")
+    assert launched(s) == [("start", "b")]
+    s.close()
+
+
+def test_auto_backfill_switched_off(tmp_path):
+    s = Scheduler(tmp_path / "jobs.sqlite", backfill=False)
+    submit(s, "a")
+    launched(s)
+    s.exited("a", "interrupted")  # stopped from outside, not by the user
+    for _ in range(3):
+        assert launched(s) == []  # idle, and still not backfilled
+    assert s.waiting()["a"]["position"] is None and "auto-backfill is off" in s.waiting()["a"]["reason"]
+    submit(s, "b")
+    assert launched(s) == [("start", "b")]
+    s.close()
+
+
+def test_a_preempted_job_still_comes_back_without_backfill(tmp_path):
+    s = Scheduler(tmp_path / "jobs.sqlite", backfill=False)
+    submit(s, "a")
+    launched(s)
+    submit(s, "b")
+    launched(s)
+    assert s.get("a").pause_request == "preempt"
+    s.exited("a", "paused")  # preempted for b: the system moved it, so the system brings it back
+    assert launched(s) == [("start", "b")]
+    s.exited("b", "budget_spent")
+    assert launched(s) == [("resume", "a")]
+    s.close()
+
+
 # ---- resume continues the same run (the harness side, SPEC §11) ---------------------------------
 SCRIPT = []
 for _t in range(4):
@@ -333,3 +406,4 @@ def test_paused_after_turn_2_and_resumed_matches_a_straight_run(tmp_path):
     b = pd.read_parquet(paused_dir / "turns.parquet")[COMPARED]
     pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
     assert b["prompt_tokens"].sum() == resumed["tokens"]["prompt"]
+
