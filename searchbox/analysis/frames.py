@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import OPERATIONAL_FIELDS
+from ..record.collect import IDENTITY_COLUMNS
 from .stats import cluster_bootstrap
 
 GRADERS = ("correct", "contains", "exact_match", "f1", "judge", "evidence_recall")
@@ -26,7 +27,7 @@ MALFORMED = "(malformed)"  # schema-1 tool_calls rows that were malformed replie
 # Axis names of tables written before the design was recorded in their metadata.
 KNOWN_AXES = ("model", "tools", "budget", "budget_unit", "token_metric", "force_budget", "retriever", "backend", "dataroom",
               "questions", "noise", "delivery", "experiment")
-IDENTITY = ("served_model_id", "served_gguf_sha256", "served_policy", "dataroom_identity", "dataroom_sha256")
+IDENTITY = IDENTITY_COLUMNS  # what served the run, the dataroom, what it sent: conditions where they vary
 REPLICATES = frozenset({"seed", "model.seed", "noise.seed", "distractors.seed"})
 # Which questions a sweep ran, not how: a run's key is its question, so a run kept from a launch at questions.limit=20
 # is the same run at 40. question_id says which questions each condition has.

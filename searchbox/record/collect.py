@@ -17,20 +17,21 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import SCHEMA_VERSION
-from .record import TOOL_SCHEMA, TURN_SCHEMA, read_meta
+from ..config import stable_hash
+from .record import TOOL_SCHEMA, TURN_SCHEMA, read_meta, read_spec
 
 DONE = "DONE"  # marker written last, atomically, when a run (and its grading) finished
 MALFORMED = "(malformed)"  # how schema-1 runs logged a malformed reply in tool_calls
 DESIGN_META = b"searchbox_design"
 # Run-level design facts besides config and axes: what the agent searched and what answered.
-IDENTITY_COLUMNS = ("dataroom_identity", "dataroom_sha256", "served_model_id", "served_gguf_sha256", "served_policy")
+IDENTITY_COLUMNS = ("dataroom_identity", "dataroom_sha256", "served_model_id", "served_gguf_sha256", "served_policy", "prompt_identity")
 DROPPED_GRADES = ("retrieval_hit",)  # schema-1 grade from paths named in arguments; evidence_recall replaces it
 
 
@@ -113,6 +114,18 @@ def _upgrade_malformed(calls: pd.DataFrame, turns: pd.DataFrame, row: dict) -> t
     return calls, turns
 
 
+def prompt_identity(run_dir: Path) -> Optional[str]:
+    """A digest of what the run sent beside its config and question (key.json's prompt: the system prompt, the tools
+    as sent, the protocol and its schema version; the server flags that can change numbers; the harness's pin), or
+    None for a run without key.json. Two runs of one config that sent different prompts (the code changed between
+    launches into one sweep folder) differ here, so the analysis splits them rather than pooling them as replicates."""
+    try:
+        spec = read_spec(run_dir)
+    except ValueError:
+        return None
+    return stable_hash(spec.prompt, spec.server_args, spec.harness, length=12) if spec else None
+
+
 def collect(sweep_dirs: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The three tables of every finished run under sweep_dirs, each run once."""
     kept: dict[str, tuple[Path, dict]] = {}
@@ -125,6 +138,7 @@ def collect(sweep_dirs: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.
     for run_id, (rd, meta) in kept.items():
         row = flatten_meta(meta)
         row["run_id"], row["run_dir"] = run_id, str(rd)
+        row["prompt_identity"] = prompt_identity(rd)
         design.update(dict.fromkeys(design_of(meta)))
         t = pd.read_parquet(rd / "turns.parquet") if (rd / "turns.parquet").exists() else TURN_SCHEMA.empty_table().to_pandas()
         c = pd.read_parquet(rd / "tool_calls.parquet") if (rd / "tool_calls.parquet").exists() else TOOL_SCHEMA.empty_table().to_pandas()

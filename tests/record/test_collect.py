@@ -86,3 +86,38 @@ def test_empty_sweep(tmp_path):
     assert runs.empty and turns.empty and calls.empty
     write(tmp_path / "s", runs, turns, calls)
     assert pd.read_parquet(tmp_path / "s" / "turns.parquet").empty
+
+
+def _spec(rd, protocol_version: int) -> None:
+    from searchbox.record.spec import RunSpec
+
+    spec = RunSpec(config={}, question_id="nw01", question="How tall?", dataroom="d", served={"model_id": "m"},
+                   prompt={"protocol": "json", "protocol_version": protocol_version, "tools": [], "system": "s", "request": {}})
+    (rd / "key.json").write_text(spec.describe(), encoding="utf-8")
+
+
+def test_runs_that_sent_different_prompts_are_never_pooled(tmp_path):
+    """One sweep folder, one config, launched before and after a change to what a run sends (here the JSON
+    protocol's schema version): the two launches' runs are two conditions, not replicates of one."""
+    from searchbox.analysis import accuracy_table, conditions
+
+    for i, version in enumerate((2, 2, 3, 3)):
+        rd = make_run(tmp_path, f"r{i}", question_id=["nw01", "nw02"][i % 2], grades={"correct": float(version == 3)})
+        _spec(rd, version)
+    make_run(tmp_path, "old", question_id="nw03")  # a run from before key.json existed: no identity, no crash
+    runs, _, _ = collect([tmp_path])
+    assert runs.set_index("run_id")["prompt_identity"].isna()["old"]
+    assert runs["prompt_identity"].nunique() == 2
+    conds = conditions(runs, runs.attrs["design"])
+    assert "prompt_identity" in conds
+    table = accuracy_table(runs[runs["prompt_identity"].notna()], "correct", conds, runs.attrs["design"])
+    assert sorted(table["mean"].tolist()) == [0.0, 1.0]  # pooled, it would read 0.5
+
+
+def test_the_same_prompt_adds_no_condition(tmp_path):
+    from searchbox.analysis import conditions
+
+    for i in range(2):
+        _spec(make_run(tmp_path, f"r{i}", question_id=["nw01", "nw02"][i]), 3)
+    runs, _, _ = collect([tmp_path])
+    assert runs["prompt_identity"].nunique() == 1 and "prompt_identity" not in conditions(runs, runs.attrs["design"])
