@@ -39,6 +39,7 @@ class Design:
     alpha: float = ALPHA
     power: float = POWER
     comparisons: int = 1  # the family one report shows: Holm's strictest step tests at alpha / comparisons
+    binary: bool = True  # one run per question and arm (McNemar); False with repeats averaged (Connor's normal form)
 
 
 def _z(p: float) -> float:
@@ -176,18 +177,68 @@ def describe(design: Design, target_effect: Optional[float] = None, width: int =
     """The plan's power lines for people."""
     d = design
     pts = lambda x: "none reaches it" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f} points"
-    lines = [f"  {'power':<{width}}  {d.questions} question(s), paired: a difference of {pts(mde(d.questions, d.discordance, d.alpha, d.power))} "
-             f"is detected with {d.power:.0%} power at alpha={d.alpha:g} (McNemar, discordance {d.discordance:.2f}: {d.source})"]
+    at = lambda alpha: mde(d.questions, d.discordance, alpha, d.power, d.binary)
+    lines = [f"  {'power':<{width}}  {d.questions} question(s), paired: a difference of {pts(at(d.alpha))} "
+             f"is detected with {d.power:.0%} power at alpha={d.alpha:g} ({'McNemar' if d.binary else 'repeats averaged'}, discordance {d.discordance:.2f}: {d.source})"]
     if d.comparisons > 1:
         strict = d.alpha / d.comparisons
         lines.append(f"  {'':<{width}}  the report corrects {d.comparisons} comparison(s) (Holm): the smallest p-value is held to "
-                     f"alpha/{d.comparisons}={strict:.2g}, where the detectable difference is {pts(mde(d.questions, d.discordance, strict, d.power))}")
+                     f"alpha/{d.comparisons}={strict:.2g}, where the detectable difference is {pts(at(strict))}")
     if target_effect is not None:
-        need = questions_needed(target_effect, d.discordance, d.alpha, d.power)
+        need = questions_needed(target_effect, d.discordance, d.alpha, d.power, d.binary)
         if need is None:
             lines.append(f"  {'':<{width}}  sweep.target_effect={target_effect:g} exceeds the discordance ({d.discordance:.2f}): no question count detects it")
         else:
             lines.append(f"  {'':<{width}}  sweep.target_effect={target_effect:g} needs {need} question(s) at alpha={d.alpha:g}"
-                         + (f", {questions_needed(target_effect, d.discordance, d.alpha / d.comparisons, d.power)} at alpha/{d.comparisons}"
+                         + (f", {questions_needed(target_effect, d.discordance, d.alpha / d.comparisons, d.power, d.binary)} at alpha/{d.comparisons}"
                             if d.comparisons > 1 else ""))
     return lines
+
+
+REPEAT_KEYS = frozenset({"seed", "model.seed", "distractors.seed", "noise.seed", "epochs"})  # repeats, never arms
+HEADLINE = ("judge", "correct", "contains")
+
+
+def pilot_discordance(runs, axes: list[str]) -> tuple[float, int]:
+    """(psi, pairs) from finished runs (a runs.parquet): for each axis, each level against the lowest with the other
+    axes fixed, the mean square of the per-question difference of the headline grade (repeats averaged first);
+    (nan, 0) when no two arms share a graded question."""
+    import pandas as pd
+
+    grade = next((g for g in HEADLINE if g in runs.columns and pd.to_numeric(runs[g], errors="coerce").notna().any()), None)
+    axes = [a for a in axes if a in runs.columns and a not in REPEAT_KEYS]
+    if grade is None or "question_id" not in runs.columns or not axes:
+        return math.nan, 0
+    runs = runs.assign(_g=pd.to_numeric(runs[grade], errors="coerce")).dropna(subset=["_g"])
+    text = runs[axes].astype(str)
+    diffs: list[float] = []
+    for axis in axes:
+        others = [a for a in axes if a != axis]
+        means = runs.assign(**{a: text[a] for a in axes}).groupby([*others, axis, "question_id"])["_g"].mean()
+        wide = means.unstack(axis)
+        if wide.shape[1] < 2:
+            continue
+        ref = sorted(wide.columns)[0]
+        for level in wide.columns:
+            if level != ref:
+                diffs += list((wide[level] - wide[ref]).dropna())
+    return (discordance_of(diffs), len(diffs)) if diffs else (math.nan, 0)
+
+
+def plan_design(swept: dict[str, list[str]], questions: int, epochs: int, alpha: float, discordance: Optional[float],
+                pilot_runs=None) -> Optional[Design]:
+    """The design the plan powers: the swept axes' levels (repeats are no arms), the questions each arm has, the
+    discordance given, else a pilot's, else WORST_DISCORDANCE; None with no paired comparison (one arm)."""
+    levels = {k: len(v) for k, v in swept.items() if k not in REPEAT_KEYS and len(v) > 1}
+    m = family_size(levels)
+    if m == 0 or questions <= 0:
+        return None
+    if discordance is not None:
+        psi, source = float(discordance), "sweep.discordance"
+    else:
+        psi, pairs = pilot_discordance(pilot_runs, list(levels)) if pilot_runs is not None and len(pilot_runs) else (math.nan, 0)
+        if pairs and psi > 0:
+            source = f"pilot: {pairs} paired question(s) of finished runs"
+        else:  # a pilot whose arms never part says nothing of how far they would: the worst case stands
+            psi, source = WORST_DISCORDANCE, f"worst case, the pilot's {pairs} paired question(s) never differ" if pairs else "worst case, no pilot"
+    return Design(questions, psi, source, alpha, POWER, m, binary=epochs == 1)

@@ -81,3 +81,26 @@ def test_describe_names_the_source_and_the_corrected_alpha():
     assert "116 question(s)" in text and "worst case" in text and "alpha/12" in text
     assert f"{100 * mde(116, 0.5):.1f} points" in text
     assert f"needs {questions_needed(0.05, 0.5)} question(s)" in text
+
+
+def test_pilot_discordance_pairs_arms_within_the_other_axes():
+    import pandas as pd
+
+    from searchbox.sweep.power import plan_design, pilot_discordance
+
+    rows = []
+    for budget in (1, 4):
+        for q in range(10):
+            rows.append({"tools": "none", "budget": budget, "question_id": f"q{q}", "correct": 0.0})
+            rows.append({"tools": "high", "budget": budget, "question_id": f"q{q}", "correct": float(q < (2 if budget == 1 else 6))})
+    runs = pd.DataFrame(rows)
+    psi, pairs = pilot_discordance(runs, ["tools", "budget"])
+    # tools: 2 + 6 of 20 pairs differ; budget: high differs on 4 of 10, none on 0 of 10 -> 12 of 40
+    assert pairs == 40 and psi == pytest.approx(12 / 40)
+    design = plan_design({"tools": ["none", "high"], "budget": ["1", "4"], "seed": ["0", "1"]}, 10, 1, 0.05, None, runs)
+    assert design.comparisons == 4 and design.discordance == pytest.approx(0.3) and design.source.startswith("pilot")
+    assert plan_design({"tools": ["high"]}, 10, 1, 0.05, None) is None  # one arm: nothing to compare
+    worst = plan_design({"tools": ["a", "b"]}, 10, 1, 0.05, None, runs.assign(correct=0.0))  # a pilot whose arms agree
+    assert worst.discordance == 0.5 and "never differ" in worst.source
+    given = plan_design({"tools": ["a", "b"]}, 10, 3, 0.01, 0.2)
+    assert (given.discordance, given.source, given.binary, given.alpha) == (0.2, "sweep.discordance", False, 0.01)
