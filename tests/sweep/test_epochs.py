@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from searchbox.analysis.frames import conditions
 from searchbox.analysis.repeats import reducers, variance_split
@@ -58,3 +59,24 @@ def test_epochs_repeat_each_question_under_its_own_seed_and_key(tmp_path):
 def test_epochs_below_one_is_one_line(tmp_path):
     bad = _sweep(["model=control-keyword", "tools=none", "epochs=0", "questions.limit=1"], tmp_path)
     assert bad.returncode != 0 and "epochs=0: must be >= 1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.e2e
+def test_smollm2_sampled_repeats_vary_and_greedy_ones_do_not(tmp_path, real_home):
+    """SmolLM2 at temperature 0.7 over a few questions, three seeds each: the answers move between seeds (repeat
+    variance > 0); at temperature 0 the three seeds give one answer (repeat variance 0), as the plan said."""
+    from searchbox.model import llama
+
+    if llama.find_server() is None or llama.find_model() is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup`")
+    args = ["tools=none", "model.temperature=0,0.7", "epochs=3", "questions.limit=3", "budget=1", "model.max_tokens=48"]
+    done = _sweep(args, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 of 2 grid point(s) decode greedily" in done.stderr
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert len(runs) == 18 and conditions(runs) == ["model.temperature"]
+    split = variance_split(runs.assign(chars=runs["answer_chars"].astype(float)), "chars", ["model.temperature"]).set_index("model.temperature")
+    assert split.loc[0.0, "repeat_var"] == 0.0  # greedy: every seed the same answer
+    assert split.loc[0.7, "repeat_var"] > 0.0, split  # sampled: the seeds part
+    answers = runs.groupby(["model.temperature", "question_id"])["answer_text"].nunique()
+    assert (answers.loc[0.0] == 1).all() and (answers.loc[0.7] > 1).any()
