@@ -80,3 +80,14 @@ def test_smollm2_sampled_repeats_vary_and_greedy_ones_do_not(tmp_path, real_home
     assert split.loc[0.7, "repeat_var"] > 0.0, split  # sampled: the seeds part
     answers = runs.groupby(["model.temperature", "question_id"])["answer_text"].nunique()
     assert (answers.loc[0.0] == 1).all() and (answers.loc[0.7] > 1).any()
+
+
+def test_repeat_zero_is_the_run_without_epochs_and_only_the_seed_moves():
+    from searchbox.sweep.job import SweepConfig
+
+    plain, repeated = SweepConfig(), SweepConfig(epochs=3)
+    assert repeated.run_config(0).semantic() == plain.run_config().semantic()  # raising epochs redoes nothing
+    first, third = repeated.run_config(0).semantic(), repeated.run_config(2).semantic()
+    assert third["model"]["seed"] == first["model"]["seed"] + 2
+    third["model"]["seed"] = first["model"]["seed"]
+    assert third == first  # nothing else in the key moves
