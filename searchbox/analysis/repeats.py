@@ -94,7 +94,9 @@ def reducers(runs: pd.DataFrame, grader: str, conds: list[str], k: Optional[int]
         for name, (kval, vals) in scores.items():
             mean, lo, hi = cluster_bootstrap(vals.to_numpy(), n_boot=n_boot)  # one value per question: questions resample
             rows.append({**key, "reducer": name, "k": kval, "n_questions": len(pq), "repeats": reps, "mean": mean, "ci_low": lo, "ci_high": hi})
-    return pd.DataFrame(rows, columns=[*conds, *REDUCER_COLUMNS])
+    out = pd.DataFrame(rows, columns=[*conds, *REDUCER_COLUMNS])
+    out["k"] = pd.Series([None if v is None or v != v else int(v) for v in out["k"]], index=out.index, dtype=object)  # 3, not 3.000
+    return out
 
 
 def variance_split(runs: pd.DataFrame, grader: str, conds: list[str]) -> pd.DataFrame:

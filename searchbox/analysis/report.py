@@ -153,7 +153,7 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
               "a minus b per question, averaged; CI from resampling questions; `p`: McNemar's exact test on binary grades "
               f"(a_only: a right and b wrong), else the sign-flip test on per-question means; `p_adj`: {METHOD_NAME[method]}-adjusted "
               f"over its `family` (`--family {family}`). {where}", "", *describe_families(pairs, method), "",
-              *power_lines(shown), "", _md(shown.head(MD_PAIRS)), ""]
+              *power_lines(shown), "", _md(shown.drop(columns=["mcnemar_p"], errors="ignore").head(MD_PAIRS)), ""]  # `p` holds it
     if has_repeats(runs, conds):
         parts += ["## Repeats (reducers over each question's runs in a condition)", "",
                   "Each question counts once: its repeats reduced to one value (mean; majority: the most frequent answer's grade; "

@@ -141,8 +141,9 @@ def mde(n: int, discordance: float, alpha: float = ALPHA, target: float = POWER,
 
 def questions_needed(delta: float, discordance: float, alpha: float = ALPHA, target: float = POWER, binary: bool = True,
                      cap: int = 10**6) -> Optional[int]:
-    """The questions a paired comparison needs to detect `delta` with probability `target` (Connor's n, then the
-    first n from there whose exact power reaches it); None when delta exceeds the discordance (impossible)."""
+    """The questions a paired comparison needs to detect `delta` with probability `target`: from Connor's n, the first
+    count whose exact power reaches it, striding by 1% of n and stepping back (exact power is a sawtooth in n, so a
+    count a little below can reach it too); None when delta exceeds the discordance (impossible)."""
     psi, delta = float(discordance), abs(float(delta))
     if delta <= 0 or psi <= 0 or delta > psi:
         return None
@@ -151,10 +152,18 @@ def questions_needed(delta: float, discordance: float, alpha: float = ALPHA, tar
     if not binary or n > EXACT_UP_TO:
         return min(n, cap)
     crit = critical_counts(min(cap, max(2 * n, n + 50)), alpha)
-    for m in range(max(1, n - n // 4), min(len(crit) - 1, cap) + 1):  # exact power is a sawtooth in n: the first to reach it
-        if power_exact(m, psi, delta, alpha, crit[: m + 1]) >= target:
-            return m
-    return n
+    top = min(len(crit) - 1, cap)
+    reaches = lambda m: power_exact(m, psi, delta, alpha, crit[: m + 1]) >= target
+    step = max(1, n // 100)  # exact power is a sawtooth in n: stride to the first count that reaches it, then step back
+    m = max(1, n - n // 4)
+    while m <= top and not reaches(m):
+        m += step
+    if m > top:
+        return n
+    low = m
+    while low - 1 >= max(1, m - step + 1) and reaches(low - 1):
+        low -= 1
+    return low
 
 
 def discordance_of(diffs: Iterable[float]) -> float:

@@ -4,6 +4,9 @@ real difference: uncorrected p-values find false positives, Holm and Benjamini-H
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -101,3 +104,60 @@ def test_sign_flip_p_on_cases_built_to_fool_it():
     assert sign_flip_p([1.0] * 6) == pytest.approx(2 / 64)  # exact: only all-plus and all-minus are as extreme
     assert sign_flip_p([0.5, -0.5] * 20) > 0.5  # large differences that cancel are no effect
     assert sign_flip_p([0.1] * 40) < 0.001  # a small difference on every question is one
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+@pytest.mark.parametrize("study", sorted(p.parent.name for p in RESULTS.glob("*/paired_comparisons.csv")))
+def test_the_committed_reports_carry_adjusted_p_values_over_a_stated_family(study):
+    pairs = pd.read_csv(RESULTS / study / "paired_comparisons.csv")
+    assert {"p", "p_adj", "family", "family_size"} <= set(pairs.columns)
+    again = adjust(pairs.drop(columns=["family", "family_size", "p_adj"]))
+    assert np.allclose(again["p_adj"], pairs["p_adj"], equal_nan=True) and (again["family_size"] == pairs["family_size"]).all()
+    text = (RESULTS / study / "summary.md").read_text()
+    for name, size in pairs.groupby("family")["family_size"].first().items():
+        assert f"Family `{name}`: {size} comparison(s)" in text
+
+
+def simulated(path: Path, seed: int = 5) -> Path:
+    """A runs.parquet with known truth: over 200 questions, tools=high is 30 points above tools=none at budget 4 (about
+    27 after the ceiling clips it; the power to see it is over 99%) and
+    equal at budget 1 (so under tools=none budget changes nothing)."""
+    rng = np.random.default_rng(seed)
+    base = rng.beta(2, 2, size=200)
+    rows = []
+    for tools in ("none", "high"):
+        for budget in (1, 4):
+            lift = 0.3 if (tools, budget) == ("high", 4) else 0.0
+            right = rng.random(200) < np.clip(base + lift, 0, 1)
+            rows += [{"run_id": f"{tools}{budget}-{q}", "question_id": f"q{q}", "tools": tools, "budget": budget, "model": "sim",
+                      "correct": float(r), "stop_reason": "answered"} for q, r in enumerate(right)]
+    path.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(path / "runs.parquet")
+    return path
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600, cwd=RESULTS.parent)
+
+
+def test_report_and_power_commands_on_a_simulated_sweep(tmp_path):
+    sweep = simulated(tmp_path / "sweep")
+    out = _cli("searchbox.report", str(sweep), "--out", str(tmp_path / "rep"), "--family", "vary", "--adjust", "bh")
+    assert out.returncode == 0, out.stderr[-2000:]
+    pairs = pd.read_csv(tmp_path / "rep" / "paired_comparisons.csv")
+    assert set(pairs["family"]) == {"grader=correct, vary=tools", "grader=correct, vary=budget"}
+    real = (pairs["vary"] == "tools") & (pairs["context"] == "budget=4")
+    assert pairs.loc[real, "p_adj"].iloc[0] < 0.05 and (pairs.loc[~real & (pairs["vary"] == "tools"), "p_adj"] >= 0.05).all()
+    text = (tmp_path / "rep" / "summary.md").read_text()
+    assert "after Benjamini-Hochberg" in text and "Family `grader=correct, vary=budget`: 2 comparison(s)" in text
+    power = _cli("searchbox.power", str(sweep), "--target-effect", "0.05")
+    assert power.returncode == 0, power.stderr[-2000:]
+    assert "mde" in power.stdout and "need" in power.stdout and "Power (`grader=correct`)" in power.stdout
+    for bad, why in ((["--alpha", "2"], "--alpha and --power"), (["--target-effect", "5"], "--target-effect must lie"),
+                     (["--grader", "nope"], "no such grade")):
+        refused = _cli("searchbox.power", str(sweep), *bad)
+        assert refused.returncode != 0 and why in refused.stderr and "Traceback" not in refused.stderr
+    bad_family = _cli("searchbox.report", str(sweep), "--out", str(tmp_path / "x"), "--family", "everything")
+    assert bad_family.returncode != 0 and "Traceback" not in bad_family.stderr
