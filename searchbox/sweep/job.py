@@ -701,17 +701,20 @@ def _power_lines(composed: list[SweepConfig], swept: dict[str, list[str]], quest
     discordance of finished runs in this sweep directory when there are any."""
     import pandas as pd
 
-    from .power import describe as describe_power, plan_design
+    from .power import describe as describe_power, plan_design, settings_problem
 
     if not composed:
         return []
     settings = composed[0].sweep
+    width = max([len(k) for k in swept] + [6])
+    problem = settings_problem(settings.alpha, settings.target_effect, settings.discordance)
+    if problem:  # the power lines only inform: the rest of the plan stands, and the sweep runs
+        return [f"  {'power':<{width}}  not computed: {problem}"]
     pilot = None
     with contextlib.suppress(OSError, ValueError, ImportError):
         if (sweep_dir / "runs.parquet").exists():
             pilot = pd.read_parquet(sweep_dir / "runs.parquet")
     design = plan_design(swept, questions, composed[0].epochs, settings.alpha, settings.discordance, pilot)
-    width = max([len(k) for k in swept] + [6])
     lines = [f"  {'power':<{width}}  one arm: no paired comparison to power"] if design is None else describe_power(design, settings.target_effect, width)
     fixed = [sc for sc in composed if sc.model.policy or not sc.model.temperature]
     if composed[0].epochs > 1 and fixed:  # each repeat is its own key and costs a run; greedy decoding repeats itself

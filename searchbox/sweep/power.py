@@ -234,6 +234,17 @@ def pilot_discordance(runs, axes: list[str]) -> tuple[float, int]:
     return (discordance_of(diffs), len(diffs)) if diffs else (math.nan, 0)
 
 
+def settings_problem(alpha: float, target_effect: Optional[float], discordance: Optional[float]) -> str:
+    """What is wrong with the plan's power settings, in one line ('' when nothing)."""
+    if not 0 < alpha < 1:
+        return f"sweep.alpha={alpha:g} must lie between 0 and 1"
+    if target_effect is not None and not 0 < target_effect <= 1:
+        return f"sweep.target_effect={target_effect:g} must lie in (0, 1]: a difference in accuracy, 0.05 for 5 points"
+    if discordance is not None and not 0 < discordance <= 1:
+        return f"sweep.discordance={discordance:g} must lie in (0, 1]: the share of questions two arms differ on"
+    return ""
+
+
 def plan_design(swept: dict[str, list[str]], questions: int, epochs: int, alpha: float, discordance: Optional[float],
                 pilot_runs=None) -> Optional[Design]:
     """The design the plan powers: the swept axes' levels (repeats are no arms), the questions each arm has, the

@@ -91,3 +91,10 @@ def test_repeat_zero_is_the_run_without_epochs_and_only_the_seed_moves():
     assert third["model"]["seed"] == first["model"]["seed"] + 2
     third["model"]["seed"] = first["model"]["seed"]
     assert third == first  # nothing else in the key moves
+
+
+def test_bad_power_settings_are_one_line_and_the_sweep_still_runs(tmp_path):
+    done = _sweep(["model=control-keyword", "tools=none,grep_only", "questions.limit=1", "sweep.alpha=2"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "power   not computed: sweep.alpha=2 must lie between 0 and 1" in done.stderr
+    assert "[sweep] plan: 2 grid point(s) x 1 question(s) = 2 run(s)" in done.stderr  # the rest of the plan stands
