@@ -109,7 +109,8 @@ def variance_split(runs: pd.DataFrame, grader: str, conds: list[str]) -> pd.Data
             continue
         repeat_var = float(multi["var"].mean())
         question_var = max(0.0, float(pq["mean"].var(ddof=1)) - float((multi["var"] / multi["n"]).mean())) if len(pq) > 1 else math.nan
-        total = repeat_var + (question_var if not math.isnan(question_var) else 0.0)
+        total = repeat_var + question_var  # NaN with one question: no share can be stated
+        share = math.nan if math.isnan(total) else repeat_var / total if total > 0 else 0.0
         rows.append({**key, "n_questions": len(pq), "repeats": int(pq["n"].max()), "grade_var": float(grades(group, grader).var(ddof=1)),
-                     "question_var": question_var, "repeat_var": repeat_var, "repeat_share": repeat_var / total if total > 0 else 0.0})
+                     "question_var": question_var, "repeat_var": repeat_var, "repeat_share": share})
     return pd.DataFrame(rows, columns=[*conds, *SPLIT_COLUMNS])

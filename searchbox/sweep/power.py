@@ -185,14 +185,19 @@ def family_size(levels: dict[str, int]) -> int:
 def describe(design: Design, target_effect: Optional[float] = None, width: int = 6) -> list[str]:
     """The plan's power lines for people."""
     d = design
-    pts = lambda x: "none reaches it" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f} points"
     at = lambda alpha: mde(d.questions, d.discordance, alpha, d.power, d.binary)
-    lines = [f"  {'power':<{width}}  {d.questions} question(s), paired: a difference of {pts(at(d.alpha))} "
-             f"is detected with {d.power:.0%} power at alpha={d.alpha:g} ({'McNemar' if d.binary else 'repeats averaged'}, discordance {d.discordance:.2f}: {d.source})"]
+    found = lambda x: not (isinstance(x, float) and math.isnan(x))
+    test = f"{'McNemar' if d.binary else 'repeats averaged'}, discordance {d.discordance:.2f}: {d.source}"
+    first = at(d.alpha)
+    lines = [f"  {'power':<{width}}  {d.questions} question(s), paired: a difference of {100 * first:.1f} points is detected with "
+             f"{d.power:.0%} power at alpha={d.alpha:g} ({test})" if found(first) else
+             f"  {'power':<{width}}  {d.questions} question(s), paired: no difference is detected with {d.power:.0%} power at "
+             f"alpha={d.alpha:g}, not even every discordant question going one way: too few questions ({test})"]
     if d.comparisons > 1:
-        strict = d.alpha / d.comparisons
+        strict = at(d.alpha / d.comparisons)
         lines.append(f"  {'':<{width}}  the report corrects {d.comparisons} comparison(s) (Holm): the smallest p-value is held to "
-                     f"alpha/{d.comparisons}={strict:.2g}, where the detectable difference is {pts(at(strict))}")
+                     f"alpha/{d.comparisons}={d.alpha / d.comparisons:.2g}, where "
+                     + (f"the detectable difference is {100 * strict:.1f} points" if found(strict) else "no difference is detectable"))
     if target_effect is not None:
         need = questions_needed(target_effect, d.discordance, d.alpha, d.power, d.binary)
         if need is None:
@@ -202,7 +207,6 @@ def describe(design: Design, target_effect: Optional[float] = None, width: int =
                          + (f", {questions_needed(target_effect, d.discordance, d.alpha / d.comparisons, d.power, d.binary)} at alpha/{d.comparisons}"
                             if d.comparisons > 1 else ""))
     return lines
-
 
 REPEAT_KEYS = frozenset({"seed", "model.seed", "distractors.seed", "noise.seed", "epochs"})  # repeats, never arms
 HEADLINE = ("judge", "correct", "contains")

@@ -104,3 +104,9 @@ def test_pilot_discordance_pairs_arms_within_the_other_axes():
     assert worst.discordance == 0.5 and "never differ" in worst.source
     given = plan_design({"tools": ["a", "b"]}, 10, 3, 0.01, 0.2)
     assert (given.discordance, given.source, given.binary, given.alpha) == (0.2, "sweep.discordance", False, 0.01)
+
+
+def test_describe_says_plainly_when_nothing_is_detectable():
+    text = "\n".join(describe(Design(6, 0.5, "worst case, no pilot", comparisons=4)))
+    assert "no difference is detected with 80% power at alpha=0.05" in text and "too few questions" in text
+    assert "where no difference is detectable" in text and "nan" not in text.lower()
