@@ -160,7 +160,8 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
                   "pass@k: at least one of k right, unbiased estimate); CIs resample questions, not repeats.", "",
                   _md(reducers(runs, grader, conds)), "",
                   "Variance of the grade split between questions and repeats (repeat_share 0: every repeat agreed, as at "
-                  "temperature 0 or for a control).", "", _md(variance_split(runs, grader, conds), "{:.4f}"), ""]
+                  "temperature 0 or for a control); token F1 beside the headline grade, since it moves where a binary grade "
+                  "that is always 0 cannot.", "", _md(_splits(runs, grader, conds), "{:.4f}"), ""]
     tok_cols = [c for c in ("tokens_prompt", "tokens_cached", "tokens_completion", "tokens_total", "turns", "tool_calls",
                             "malformed_replies") if c in runs]
     if tok_cols:
@@ -177,6 +178,17 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     if skipped:
         parts += ["", "Not drawn (not in this design): " + "; ".join(f"`{name}` ({why})" for name, why in skipped.items()) + "."]
     return "\n".join(parts) + "\n"
+
+
+def _splits(runs: pd.DataFrame, grader: str, conds: list[str]) -> pd.DataFrame:
+    """The variance split of the headline grade and of token F1 (when graded), one table with a `grade` column."""
+    parts = [variance_split(runs, g, conds).assign(grade=g) for g in dict.fromkeys([grader, "f1"])
+             if g in runs and pd.to_numeric(runs[g], errors="coerce").notna().any()]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    return table[["grade", *[c for c in table.columns if c != "grade"]]]
 
 
 def not_drawn(frames: Frames) -> dict[str, str]:

@@ -103,7 +103,9 @@ def test_seeds_are_repeats_in_a_condition_and_comparisons_average_them():
 
 def test_the_report_shows_repeats_only_when_there_are_some():
     runs = pd.DataFrame(repeated([0.5] * 12, repeats=3, arm="high") + repeated([0.2] * 12, repeats=3, seed=9, arm="none"))
+    runs["f1"] = np.where(runs["model.seed"] == 0, 0.5, 0.25)  # F1 moves between repeats
     text = report.summary(Frames(runs, pd.DataFrame(), pd.DataFrame(), ["tools"]), "correct", "x", skipped={})
     assert "## Repeats" in text and "pass@3" in text and "repeat_share" in text
+    assert "| correct | high |" in text and "| f1 | high |" in text  # the split of both grades
     single = runs[runs["model.seed"] == 0]
     assert "## Repeats" not in report.summary(Frames(single, pd.DataFrame(), pd.DataFrame(), ["tools"]), "correct", "x", skipped={})
