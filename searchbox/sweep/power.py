@@ -7,7 +7,7 @@ questions that are discordant (psi = p10 + p01) and the difference delta = p10 -
 power over every possible count of discordant pairs (the test searchbox runs, not an approximation); `mde`
 inverts it. Connor (1987) gives the normal approximation n = (z_a sqrt(psi) + z_b sqrt(psi - delta^2))^2 / delta^2,
 which also holds for per-question differences that are not binary (repeats averaged), with psi = E[d^2]: the
-mean square of the per-question difference. Before any pilot the plan assumes WORST_DISCORDANCE.
+mean square of the per-question difference. Before any pilot the plan assumes WORST_DISCORDANCE (stated as such).
 
 Pure arithmetic on numbers: the plan (sweep/job.py) and the report (analysis/) both call it.
 """
@@ -23,8 +23,8 @@ import numpy as np
 
 ALPHA = 0.05
 POWER = 0.80
-# Without a pilot: half the questions go different ways between two arms. The MDE grows with psi, so a pilot that
-# finds fewer discordant questions only lowers it. Agentic-search arms that share a model rarely differ on more.
+# Without a pilot: half the questions go different ways between two arms. The MDE grows with psi; arms that share a
+# model rarely differ on more, but a model against a control can (up to 1): a pilot or sweep.discordance says so.
 WORST_DISCORDANCE = 0.5
 EXACT_UP_TO = 3000  # questions; above, the exact sum is slow and Connor's approximation is within a point of it
 
