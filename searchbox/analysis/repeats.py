@@ -13,6 +13,8 @@ one value per question), never repeats: K repeats of 50 questions are 50 observa
 - variance split: one-way random effects on the grades: `repeat_var` is the mean within-question variance (ddof 1),
   `question_var` the variance of question means less its repeat share (mean of s^2 / n), floored at 0;
   `repeat_share` = repeat_var / (repeat_var + question_var). Deterministic runs (temperature 0, the controls) show 0.
+- answers: how many different answers (normalised, an empty one counted too) a question's repeats gave, averaged over
+  questions: 1 when every repeat said the same. A grade that is always 0 hides repeats that say different things.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .stats import cluster_bootstrap
 
 ANSWER_COLUMNS = ("graded_answer", "answer_text")  # the answer line graded, else the whole answer
 REDUCER_COLUMNS = ["reducer", "k", "n_questions", "repeats", "mean", "ci_low", "ci_high"]
-SPLIT_COLUMNS = ["n_questions", "repeats", "grade_var", "question_var", "repeat_var", "repeat_share"]
+SPLIT_COLUMNS = ["n_questions", "repeats", "grade_var", "question_var", "repeat_var", "repeat_share", "answers"]
 
 
 def has_repeats(runs: pd.DataFrame, conds: list[str]) -> bool:
@@ -111,6 +113,8 @@ def variance_split(runs: pd.DataFrame, grader: str, conds: list[str]) -> pd.Data
         question_var = max(0.0, float(pq["mean"].var(ddof=1)) - float((multi["var"] / multi["n"]).mean())) if len(pq) > 1 else math.nan
         total = repeat_var + question_var  # NaN with one question: no share can be stated
         share = math.nan if math.isnan(total) else repeat_var / total if total > 0 else 0.0
+        col = next((c for c in ANSWER_COLUMNS if c in group.columns), None)
+        answers = float(group[col].map(_normalise).groupby(group["question_id"].astype(str)).nunique().mean()) if col else math.nan
         rows.append({**key, "n_questions": len(pq), "repeats": int(pq["n"].max()), "grade_var": float(grades(group, grader).var(ddof=1)),
-                     "question_var": question_var, "repeat_var": repeat_var, "repeat_share": share})
+                     "question_var": question_var, "repeat_var": repeat_var, "repeat_share": share, "answers": answers})
     return pd.DataFrame(rows, columns=[*conds, *SPLIT_COLUMNS])

@@ -73,6 +73,9 @@ def test_reducers_tell_apart_a_coin_and_a_split_question_set():
     vs = variance_split(runs, "correct", ["tools"]).set_index("tools")
     assert vs.loc["coin", "repeat_share"] > 0.9  # the spread is between repeats
     assert vs.loc["split", "repeat_var"] == 0.0 and vs.loc["split", "repeat_share"] == 0.0  # all between questions
+    # the wrong repeats each say something else ("wrong0".."wrong7"), the right ones "gold": the answers count them
+    assert vs.loc["split", "answers"] == pytest.approx(4.5)  # half the questions always "gold" (1), half 8 wrong answers
+    assert vs.loc["coin", "answers"] > 3
     assert vs.loc["split", "question_var"] == pytest.approx(0.25 * 40 / 39)
     one = variance_split(pd.DataFrame(repeated([0.5], repeats=8, seed=3)), "correct", ["tools"]).iloc[0]
     assert one["repeat_var"] > 0 and math.isnan(one["question_var"]) and math.isnan(one["repeat_share"])  # one question: no split
