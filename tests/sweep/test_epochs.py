@@ -32,8 +32,9 @@ def test_epochs_repeat_each_question_under_its_own_seed_and_key(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     err = first.stderr
     assert "[sweep] plan: 2 grid point(s) x 2 question(s) x 3 epoch(s) = 12 run(s), 0 done, 12 to go" in err
-    power = re.search(r"\[sweep\]   power +2 question\(s\), paired: a difference of (.+?) is detected with 80% power at "
-                      r"alpha=0.05 \(repeats averaged, discordance 0.50: worst case, no pilot\)", err)
+    # two questions detect nothing: the line says so, with the test and the discordance it assumed
+    power = re.search(r"\[sweep\]   power +2 question\(s\), paired: no difference is detected with 80% power at "
+                      r"alpha=0.05, .*too few questions \(repeats averaged, discordance 0.50: worst case, no pilot\)", err)
     assert power, err[-3000:]
     assert "sweep.target_effect=0.1 needs" in err
     assert "2 of 2 grid point(s) decode greedily" in err  # a control: the repeats are expected identical
