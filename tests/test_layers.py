@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("searchbox.analysis",),
     ("searchbox.web", "searchbox.scout", "searchbox.mcp"),
     # the faces: `python -m searchbox ...` and the thin command modules kept for their names
-    ("searchbox.__main__", "searchbox.index", "searchbox.grade", "searchbox.report", "searchbox.serve", "searchbox.collect"),
+    ("searchbox.__main__", "searchbox.index", "searchbox.grade", "searchbox.report", "searchbox.serve", "searchbox.collect",
+     "searchbox.power"),
 ]
 
 

@@ -7,8 +7,10 @@ An arm is a set of column values. A value matches its column whatever its type (
 one budget; True and "true" one flag; None and NaN a missing value); an arm that matches no run is an
 error naming the column and the values it has, never an empty comparison. Each arm must name one
 condition: when its runs still differ in another condition column (say budget), the comparison is
-refused rather than pooled. Replicate runs (seeds) of a question are averaged first, so every question
-counts once. `comparisons` makes every comparison of a design, with no cut: the report writes them all.
+refused rather than pooled. Replicate runs (seeds, epochs) of a question are averaged first, so every question
+counts once. `p` is McNemar's exact p-value on binary per-question grades, else the sign-flip permutation test's
+(analysis.stats); analysis.multiplicity adjusts it over the family a report shows. `comparisons` makes every
+comparison of a design, with no cut: the report writes them all.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import pandas as pd
 
 from ..errors import SearchboxError
 from .frames import cells, conditions, grades, label
-from .stats import N_BOOT, mcnemar_exact, paired_bootstrap
+from ..sweep.power import discordance_of
+from .stats import N_BOOT, mcnemar_exact, paired_bootstrap, sign_flip_p
 
-COLUMNS = ["grader", "vary", "context", "a", "b", "n_questions", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "a_only", "b_only", "mcnemar_p"]
+COLUMNS = ["grader", "vary", "context", "a", "b", "n_questions", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "a_only", "b_only", "mcnemar_p", "test", "p", "discordance"]
 MISSING = "<missing>"
 _NUMERIC = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -93,10 +96,14 @@ def paired_comparison(runs: pd.DataFrame, grader: str, a: dict, b: dict, design:
     diff, lo, hi = paired_bootstrap((qa - qb).to_numpy(), n_boot=n_boot, seed=seed)
     binary = bool(len(qa)) and np.isin(qa.to_numpy(), (0.0, 1.0)).all() and np.isin(qb.to_numpy(), (0.0, 1.0)).all()
     a_only, b_only = int(((qa == 1) & (qb == 0)).sum()), int(((qa == 0) & (qb == 1)).sum())
+    # `p`: McNemar's exact test on binary grades, the sign-flip test on per-question means (repeats averaged, F1)
+    test = ("mcnemar" if binary else "sign-flip") if len(qa) else ""
+    p = (mcnemar_exact(a_only, b_only) if binary else sign_flip_p((qa - qb).to_numpy(), seed=seed)) if len(qa) else math.nan
     return {"grader": grader, "a": label(a), "b": label(b), "n_questions": int(len(qa)),
             "mean_a": float(qa.mean()) if len(qa) else math.nan, "mean_b": float(qb.mean()) if len(qb) else math.nan,
             "diff": diff, "ci_low": lo, "ci_high": hi, "a_only": a_only if binary else None, "b_only": b_only if binary else None,
-            "mcnemar_p": mcnemar_exact(a_only, b_only) if binary else math.nan}
+            "mcnemar_p": mcnemar_exact(a_only, b_only) if binary else math.nan, "test": test, "p": p,
+            "discordance": discordance_of((qa - qb).to_numpy()) if len(qa) else math.nan}
 
 
 def _levels(series: pd.Series) -> list:

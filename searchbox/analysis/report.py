@@ -2,7 +2,9 @@
 
 Every table splits by every condition (each varying design column); CIs resample questions;
 paired comparisons hold every other condition fixed, and every one of them is written: all in
-paired_comparisons.csv, and in summary.md up to MD_PAIRS rows (summary.md says which). The headline
+paired_comparisons.csv, and in summary.md up to MD_PAIRS rows (summary.md says which), each with its p-value adjusted
+over its family (`--family`, `--adjust`: analysis.multiplicity) and the family's size and detectable difference
+stated. Repeats of a question (epochs, seeds) are reduced per question (analysis.repeats). The headline
 grade (`--grader auto`, the default) is the judge when the runs were graded with one, else `correct`
 (the answer line asserts the gold and nothing contradicting it); `contains` is shown beside it as the
 lenient measure. The paper-style figures (analysis/paper.py) are drawn when the design has the axes
@@ -24,7 +26,11 @@ import pandas as pd
 from . import FIGURES, LENIENT, Frames, accuracy_table, comparisons, headline_grader, load, save, search_style_table, time_split, tool_usage
 from .figures import applies as figure_applies
 from .frames import acting, inert_why
+from .multiplicity import DEFAULT_FAMILY, DEFAULT_METHOD, FAMILIES, METHOD_NAME, METHODS, adjust
+from .multiplicity import describe as describe_families
 from .paper import PAPER_FIGURES, applies
+from .power import report_lines as power_lines
+from .repeats import has_repeats, reducers, variance_split
 from ..errors import SearchboxError, cli
 
 GRADER_CHOICES = ("auto", "correct", "contains", "exact_match", "f1", "judge")
@@ -101,9 +107,10 @@ def _headline_note(runs: pd.DataFrame, grader: str) -> list[str]:
 
 
 def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, str] | None = None, pairs: pd.DataFrame | None = None,
-            pairs_csv: str | None = None) -> str:
+            pairs_csv: str | None = None, family: str = DEFAULT_FAMILY, method: str = DEFAULT_METHOD) -> str:
     """The markdown summary; `skipped`: paper figures not drawn, with why (not in this design); `pairs`: the paired
-    comparisons (computed when None), all of which are in `pairs_csv` when it is given."""
+    comparisons (computed when None), all of which are in `pairs_csv` when it is given; `family` and `method`: how
+    their p-values are adjusted (analysis.multiplicity) when `pairs` does not carry p_adj already."""
     every = frames
     frames = acting(frames)  # the runs that could act: the figures, comparisons and means over runs
     inert = frames.inert
@@ -137,13 +144,24 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
                   _md(_with_na(accuracy_table(runs, "evidence_recall", design=every.design), inert)), ""]
     runs, conds = frames.runs, frames.conditions  # from here on: the runs that could act
     pairs = comparisons(runs, grader, frames.design, conds=conds) if pairs is None else pairs
+    pairs = pairs if "p_adj" in pairs.columns else adjust(pairs, family, method)
     shown = pairs[pairs["grader"] == grader] if "grader" in pairs else pairs
     where = (f"All {len(shown)} are below" if len(shown) <= MD_PAIRS else f"The first {MD_PAIRS} of {len(shown)} are below")
     also = f" (and the same for `{LENIENT}`)" if grader != LENIENT and "grader" in pairs and (pairs["grader"] == LENIENT).any() else ""
     where += f"; every one{also} is in [{pairs_csv}]({pairs_csv})." if pairs_csv else "."
     parts += [f"## Paired comparisons ({grader}, same questions)", "",
-              "a minus b per question, averaged; CI from resampling questions; McNemar's exact test on binary grades "
-              f"(a_only: a right and b wrong). {where}", "", _md(shown.head(MD_PAIRS)), ""]
+              "a minus b per question, averaged; CI from resampling questions; `p`: McNemar's exact test on binary grades "
+              f"(a_only: a right and b wrong), else the sign-flip test on per-question means; `p_adj`: {METHOD_NAME[method]}-adjusted "
+              f"over its `family` (`--family {family}`). {where}", "", *describe_families(pairs, method), "",
+              *power_lines(shown), "", _md(shown.drop(columns=["mcnemar_p"], errors="ignore").head(MD_PAIRS)), ""]  # `p` holds it
+    if has_repeats(runs, conds):
+        parts += ["## Repeats (reducers over each question's runs in a condition)", "",
+                  "Each question counts once: its repeats reduced to one value (mean; majority: the most frequent answer's grade; "
+                  "pass@k: at least one of k right, unbiased estimate); CIs resample questions, not repeats.", "",
+                  _md(reducers(runs, grader, conds)), "",
+                  "Variance of the grade split between questions and repeats (repeat_share 0: every repeat agreed, as at "
+                  "temperature 0 or for a control); token F1 beside the headline grade, since it moves where a binary grade "
+                  "that is always 0 cannot.", "", _md(_splits(runs, grader, conds), "{:.4f}"), ""]
     tok_cols = [c for c in ("tokens_prompt", "tokens_cached", "tokens_completion", "tokens_total", "turns", "tool_calls",
                             "malformed_replies") if c in runs]
     if tok_cols:
@@ -162,6 +180,17 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     return "\n".join(parts) + "\n"
 
 
+def _splits(runs: pd.DataFrame, grader: str, conds: list[str]) -> pd.DataFrame:
+    """The variance split of the headline grade and of token F1 (when graded), one table with a `grade` column."""
+    parts = [variance_split(runs, g, conds).assign(grade=g) for g in dict.fromkeys([grader, "f1"])
+             if g in runs and pd.to_numeric(runs[g], errors="coerce").notna().any()]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    return table[["grade", *[c for c in table.columns if c != "grade"]]]
+
+
 def not_drawn(frames: Frames) -> dict[str, str]:
     """The figures this design does not fit, each with why (judged on the runs that could act)."""
     frames = acting(frames)
@@ -169,7 +198,8 @@ def not_drawn(frames: Frames) -> dict[str, str]:
     return {**generic, **{name: why for name in PAPER_FIGURES if (why := applies(frames, name))}}
 
 
-def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None = None) -> list[Path]:
+def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None = None, family: str = DEFAULT_FAMILY,
+          method: str = DEFAULT_METHOD) -> list[Path]:
     every = load(dirs)
     frames = acting(every)  # a condition in which no run could act is no result: in the tables as n/a, nowhere else
     grader = resolve_grader(every.runs, grader)
@@ -177,13 +207,14 @@ def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None =
     pairs = comparisons(frames.runs, grader, frames.design, conds=frames.conditions)
     if grader != LENIENT and LENIENT in frames.runs:
         pairs = pd.concat([pairs, comparisons(frames.runs, LENIENT, frames.design, conds=frames.conditions)], ignore_index=True)
+    pairs = adjust(pairs, family, method)
     pairs.to_csv(out / PAIRS_CSV, index=False)
     written = [out / PAIRS_CSV]
     skipped = not_drawn(frames)
     for name, make in {**FIGURES, **PAPER_FIGURES}.items():  # the figures whose axes the design has
         if name not in skipped:
             written += save(make(frames, grader), out, name)
-    (out / "summary.md").write_text(summary(every, grader, label or out.name, skipped, pairs, PAIRS_CSV), encoding="utf-8")
+    (out / "summary.md").write_text(summary(every, grader, label or out.name, skipped, pairs, PAIRS_CSV, family, method), encoding="utf-8")
     written.append(out / "summary.md")
     return written
 
@@ -196,11 +227,16 @@ def main(argv=None) -> int:
     parser.add_argument("--grader", default="auto", choices=GRADER_CHOICES,
                         help="the headline grade (auto: the judge when configured, else correct; contains is the lenient one)")
     parser.add_argument("--label", default=None)
+    parser.add_argument("--family", default=DEFAULT_FAMILY, choices=FAMILIES,
+                        help="what one family of comparisons is, for the multiplicity correction: grader (every comparison of one "
+                             "grader), all (the whole table), vary (each grader and varied column apart)")
+    parser.add_argument("--adjust", default=DEFAULT_METHOD, choices=METHODS,
+                        help="holm (family-wise error, the default) or bh (Benjamini-Hochberg false discovery rate)")
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.exists()]
     if missing:
         raise SearchboxError(f"no such sweep directory: {missing[0]}")
-    written = build(args.dirs, args.out, args.grader, args.label)
+    written = build(args.dirs, args.out, args.grader, args.label, args.family, args.adjust)
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

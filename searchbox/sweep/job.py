@@ -75,6 +75,9 @@ class SweepSettings:
     name: str = "default"
     root: str = "outputs/sweeps"
     workers: Optional[int] = None  # runs in flight per job; null = the pool's slots shared over the jobs on this host
+    alpha: float = 0.05  # the plan's power figures: the level of each paired test
+    target_effect: Optional[float] = None  # a difference (0.05 = 5 points): the plan says how many questions detect it
+    discordance: Optional[float] = None  # share of questions two arms differ on; null = a pilot's (runs.parquet), else 0.5
 
 
 @dataclass
@@ -97,13 +100,15 @@ class SweepConfig:
     token_metric: str = "total"
     force_budget: bool = True
     seed: int = 0
+    epochs: int = 1  # repeats: every question runs with seeds seed+0..epochs-1, each its own run key, the conditions the same
     noise: float = 0.0  # distractor bytes as a multiple of the dataroom's (0, 1, 4, 16 ...)
     delivery: str = "inline"  # inline | file
 
-    def run_config(self) -> RunConfig:
+    def run_config(self, epoch: int = 0) -> RunConfig:
+        """The run config of repeat `epoch` (0..epochs-1): seed + epoch, and nothing else changed."""
         harness = HarnessConfig(**{**self.harness.__dict__, "budget": self.budget, "budget_unit": self.budget_unit,
                                    "token_metric": self.token_metric, "force_budget": self.force_budget, "delivery": self.delivery})
-        model = ModelConfig(**{**self.model.__dict__, "seed": self.seed})
+        model = ModelConfig(**{**self.model.__dict__, "seed": self.seed + epoch})
         noise = NoiseConfig(ratio=self.noise, seed=self.distractors.seed, source=self.distractors.source)
         return RunConfig(model=model, harness=harness, retrieval=self.backend, limits=self.limits, index=self.index, noise=noise,
                          tools=self.tools.select).validate()
@@ -138,7 +143,7 @@ def axes_of(task_overrides: list[str], sc: SweepConfig) -> dict[str, Any]:
               "dataroom.name": "dataroom", "questions.name": "questions"}
     for item in task_overrides:
         key, _, value = item.lstrip("+~").partition("=")
-        if key in axes or key in groups or key.startswith(("hydra", "sweep.")) or key == "experiment":
+        if key in axes or key in groups or key.startswith(("hydra", "sweep.")) or key in ("experiment", "epochs"):
             continue  # already a standard axis column (a group choice shows as its name)
         axes[key] = value
     return axes
@@ -438,6 +443,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from .unfinished import JobNotes
 
     cfg = sc.run_config()
+    if sc.epochs < 1:
+        raise ConfigError(f"epochs={sc.epochs}: must be >= 1 (the runs of each question, seeds seed+0..epochs-1)")
     select(cfg.tools)  # unknown tool names fail before any run
     harnesses.load(cfg.harness.kind).check(cfg)  # so does a harness that cannot run here
     if cfg.model.servers < 1 or cfg.model.parallel < 1 or (sc.sweep.workers is not None and sc.sweep.workers < 1):
@@ -459,20 +466,22 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
         cfg.harness.today = resolved_today(cfg.harness)  # every run of the job says (and is keyed by) one date, past midnight too
         protocol = resolved_protocol(cfg, ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None)
-        todo, keys, specs = [], [], {}
-        for q in questions:
-            spec = resolve(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q)  # the run uses this very object
-            key = spec.key
-            keys.append(key)
-            specs[key] = spec
-            if (runs_root / key / DONE).exists():
-                counts["skipped"] += 1
-            else:
-                todo.append((q, key))
+        todo, keys, specs, cfgs = [], [], {}, {}
+        for epoch in range(sc.epochs):  # repeats: the seed moves, so does the key (epoch 0 is the run without epochs)
+            cfg_e = cfg if epoch == 0 else dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, seed=sc.seed + epoch))
+            for q in questions:
+                spec = resolve(cfg_e, q.id, q.question, data_id, served, protocol=protocol, gold=q)  # the run uses this very object
+                key = spec.key
+                keys.append(key)
+                specs[key], cfgs[key] = spec, cfg_e
+                if (runs_root / key / DONE).exists():
+                    counts["skipped"] += 1
+                else:
+                    todo.append((q, key))
         if todo:  # before the pace clock starts, on every core while the model idles, before the thread plan applies
             prepare_index(cfg, dataroom)
         progress = Progress(sweep_dir, job_num, keys)
-        notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions, keys)})
+        notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions * sc.epochs, keys)})
         if not todo:
             return counts
         if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
@@ -515,7 +524,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                     for stale in [final, *sweepdir.leftovers(runs_root, key)]:
                         if stale.exists():  # an unfinished attempt (ours alone to remove: the run is claimed): redo it
                             remove_tree(stale)
-                    meta = execute(cfg, q.question, dataroom, tmp, ep.url, info=info,
+                    meta = execute(cfgs[key], q.question, dataroom, tmp, ep.url, info=info,
                                    should_pause=lambda: stop.is_set() or (tmp / "PAUSE").exists())
                 finally:
                     pool.release(ep)
@@ -667,13 +676,13 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         if found is not None:
             served, protocol = found
             data_id = dataroom_identity(dataroom)
-            done = sum((sweep_dir / "runs" / run_key(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
-                       for q in questions)
+            done = sum((sweep_dir / "runs" / run_key(c, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
+                       for c in map(sc.run_config, range(sc.epochs)) for q in questions)
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
         rate = load_rate(sc.model.name, _tools_label(sc.tools.select))  # this machine's, for the model and tool tier
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
                                rate.tokens_per_turn if rate else None)
-        points.append(GridPoint(num, label, len(questions), done, turns, rate.overhead_turns if rate else OVERHEAD_TURNS,
+        points.append(GridPoint(num, label, len(questions) * sc.epochs, done, turns, rate.overhead_turns if rate else OVERHEAD_TURNS,
                                 run_s(turns, rate) if rate else None))
         measured = max(measured, rate.runs if rate else 0)
     if any(p.seconds is None for p in points):  # one unit for every weight: turns, until every point is priced
@@ -683,7 +692,35 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     info = json.loads((sweep_dir / "sweep.json").read_text())
     atomic_write(sweep_dir / ".launches" / str(info["launch"]) / "plan.json",
                  json.dumps(plan_record(points, swept, questions_n, in_flight, measured), indent=2))
-    return describe(points, swept, questions_n, in_flight, fixed, measured)
+    lines = describe(points, swept, questions_n, in_flight, fixed, measured, epochs=composed[0].epochs if composed else 1)
+    return lines + _power_lines(composed, swept, questions_n, sweep_dir)
+
+
+def _power_lines(composed: list[SweepConfig], swept: dict[str, list[str]], questions: int, sweep_dir: Path) -> list[str]:
+    """The plan's power lines (sweep/power.py): the difference the design's paired comparisons can detect, with the
+    discordance of finished runs in this sweep directory when there are any."""
+    import pandas as pd
+
+    from .power import describe as describe_power, plan_design, settings_problem
+
+    if not composed:
+        return []
+    settings = composed[0].sweep
+    width = max([len(k) for k in swept] + [6])
+    problem = settings_problem(settings.alpha, settings.target_effect, settings.discordance)
+    if problem:  # the power lines only inform: the rest of the plan stands, and the sweep runs
+        return [f"  {'power':<{width}}  not computed: {problem}"]
+    pilot = None
+    with contextlib.suppress(OSError, ValueError, ImportError):
+        if (sweep_dir / "runs.parquet").exists():
+            pilot = pd.read_parquet(sweep_dir / "runs.parquet")
+    design = plan_design(swept, questions, composed[0].epochs, settings.alpha, settings.discordance, pilot)
+    lines = [f"  {'power':<{width}}  one arm: no paired comparison to power"] if design is None else describe_power(design, settings.target_effect, width)
+    fixed = [sc for sc in composed if sc.model.policy or not sc.model.temperature]
+    if composed[0].epochs > 1 and fixed:  # each repeat is its own key and costs a run; greedy decoding repeats itself
+        lines.append(f"  {'epochs':<{width}}  {len(fixed)} of {len(composed)} grid point(s) decode greedily (temperature 0 or a "
+                     f"control): their {composed[0].epochs} repeats are expected identical (repeat variance 0), a check of determinism")
+    return lines
 
 
 def _served_for(cfg: RunConfig, cache: dict):

@@ -185,13 +185,15 @@ def suggest_limit(points: list[GridPoint], in_flight: int, questions: int) -> Op
 
 
 def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int, in_flight: int,
-             fixed: Optional[list[str]] = None, measured_runs: int = 0) -> list[str]:
-    """The plan as lines for people: grid, runs done and to go, and the estimate (or why there is none yet)."""
+             fixed: Optional[list[str]] = None, measured_runs: int = 0, epochs: int = 1) -> list[str]:
+    """The plan as lines for people: grid, runs done and to go, and the estimate (or why there is none yet).
+    `epochs`: the runs of each question (repeats, seeds seed+0..epochs-1)."""
     runs = sum(p.runs for p in points)
     known = [p for p in points if p.done is not None]
     done = sum(p.done or 0 for p in known)
     done_text = f"{done:,} done" + (f" (of {len(known)} grid points whose server is known)" if len(known) < len(points) else "")
-    lines = [f"plan: {len(points)} grid point(s) x {questions} question(s) = {runs:,} run(s), {done_text}, {runs - done:,} to go"]
+    repeats = f" x {epochs} epoch(s)" if epochs > 1 else ""
+    lines = [f"plan: {len(points)} grid point(s) x {questions} question(s){repeats} = {runs:,} run(s), {done_text}, {runs - done:,} to go"]
     width = max([len(k) for k in grid] + [6])
     lines += [f"  {key:<{width}}  {', '.join(values)}" for key, values in grid.items()]
     if fixed:
