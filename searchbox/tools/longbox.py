@@ -91,7 +91,7 @@ class LongBox:
                 if self._gone or attempt == 3:
                     raise
                 time.sleep(0.05)
-        return boxwork.quota_note(usage, self.quota) or ""
+        return "\n".join(n for n in (boxwork.quota_note(usage, self.quota), boxwork.lost_note(t.mirror)) if n)
 
     def stderr_text(self) -> str:
         return bytes(self._stderr).decode("utf-8", "replace")

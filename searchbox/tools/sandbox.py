@@ -61,7 +61,7 @@ class ShellResult:
     duration_s: float
     errors: str = ""  # stderr, when kept apart from the output
     killed: str = ""  # why the box was killed before the command ended (a limit it passed)
-    full: str = ""  # the call filled work/'s quota: what the model should read (boxwork.quota_note)
+    full: str = ""  # the call filled work/'s quota, or made what work/ cannot keep: what the model should read (boxwork)
 
 
 def resolve_mode(mode: str) -> str:
@@ -245,7 +245,13 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     os.lseek(fd, 0, os.SEEK_SET)
     fds.append(fd)
     cmd += ["--seccomp", str(fd)]
-    cmd.append("--")
+    # bwrap is the box's pid 1, and its command line is world-readable at /proc/1/cmdline: its options (the binds'
+    # host paths: the run folder, $SEARCHBOX_HOME, the checkout) go to it through a descriptor, the command after --.
+    fd = os.memfd_create("bwrap-args")
+    os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in cmd[1:]))
+    os.lseek(fd, 0, os.SEEK_SET)
+    fds.append(fd)
+    cmd = [cmd[0], "--args", str(fd), "--"]
     if _as_root():
         cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
@@ -306,8 +312,9 @@ def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota,
         fds.append(theirs.fileno())
         full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
     try:
-        proc = subprocess.Popen(full, cwd=work, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                                env=environment(work), pass_fds=fds)
+        # bwrap's own environment and folder (its pid 1 keeps them) name no host path: the box sets its own
+        proc = subprocess.Popen(full, cwd="/", stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                                env=environment("/"), pass_fds=fds)
     except BaseException:
         if ours is not None:
             ours.close()
@@ -466,7 +473,8 @@ def _unstage(staged: _Staged, quota: boxwork.Quota) -> str:
     try:
         usage = boxwork.Usage.of(staged.tmpfs)
         staged.mirror.persist(staged.tmpfs, staged.disk)
-        return "" if staged.full_before else boxwork.quota_note(usage, quota) or ""
+        full = "" if staged.full_before else boxwork.quota_note(usage, quota) or ""
+        return "\n".join(n for n in (full, boxwork.lost_note(staged.mirror)) if n)
     finally:
         os.close(staged.tmpfs)
         os.close(staged.disk)

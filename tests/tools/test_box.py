@@ -316,3 +316,16 @@ def test_a_run_records_its_quota(tmp_path):
     meta, _, _ = run_script(tmp_path, [{"content": "x"}], cfg=make_cfg(work_quota_mb=64, work_quota_files=500))
     expected = {"work_bytes": 64 * 1024**2, "work_files": 500} if meta["sandbox"] != "none" else {}
     assert meta["sandbox_quota"] == expected
+
+
+@needs_bwrap
+def test_a_tree_work_cannot_keep_is_reported_to_the_model(work):
+    """Issue 36 part 4: a 140-level folder the agent made in work/ (far under PATH_MAX) was silently gone at the next
+    call. The call that made it now reads why it is not kept, as the quota's note; the next call says nothing new."""
+    ts = _quota_toolset(work, mb=64, files=2000)
+    out = ts.call("bash", {"command": "p=.; for i in $(seq 140); do p=$p/d; done; mkdir -p $p && echo deep > $p/x && echo made"})
+    assert not out.ok and "made" in out.output
+    assert "could not keep 1 of the entries" in out.output and "deeper than 128 folders" in out.output, out.output
+    assert "/".join(["d"] * 129) in out.output  # names the first folder it left out
+    depth = ts.call("bash", {"command": "p=.; n=0; while [ -d $p/d ]; do p=$p/d; n=$((n+1)); done; echo $n"})
+    assert depth.ok and depth.output.strip() == "128"  # what it kept, kept; and this call made nothing to report
