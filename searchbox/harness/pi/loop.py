@@ -155,7 +155,8 @@ class PiRun:
             with self.lock:
                 self.open = False
             self._shutdown()
-            self._drain()
+            if stop != "interrupted":  # Ctrl-C stops now; any other end waits for the call the server may still bill
+                self._drain()
             if self.stats is not None and stop != "paused":
                 self.stats.ended_by = self.stats.ended_by or "stop"
                 self._end_turn(checkpoint=False)  # the last checkpoint (a turn's end) stays where a resume picks up
