@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from searchbox.harness.pi.loop import why_gone
+from searchbox.run.runner import execute
+from tests.conftest import trace
+from tests.harness.test_pi import QUESTION, PiServer, pi, pi_cfg  # noqa: F401 (pi: the fixture)
 from tests.hostile_attempts import Unavailable
 from tests.hostile_pi import probe  # at import: it reads the real SEARCHBOX_HOME before a test isolates it
 
@@ -60,3 +63,17 @@ def test_the_pi_attempts_hold_with_the_harness_run_as_a_normal_user(tmp_path):
                                         "tests/test_hostile.py"]), cwd=ROOT, capture_output=True, text=True, timeout=900)
     tail = (out.stdout + out.stderr)[-3000:]
     assert out.returncode == 0 and " passed" in tail and "skipped" not in tail.splitlines()[-1], tail
+
+
+def test_pi_unboxed_serves_its_own_process_tree_only(tmp_path, pi):
+    """harness.sandbox=none (the explicit unsafe opt-out): no pid namespace to check, so the channel serves Pi's own
+    process and what it started; Pi's cwd is work/ itself, where the tools work."""
+    cfg = pi_cfg(budget=1, sandbox="none")
+    cfg.tools = "none"
+    run_dir = tmp_path / "run"
+    with PiServer([{"tool_calls": [{"name": "bash", "arguments": {"command": "pwd"}}]}, {"content": "done"}]) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url)
+    assert meta["stop_reason"] == "budget_spent" and meta["sandbox"] == "none", meta["stop_detail"]
+    assert meta["harness"]["channel_strangers"] == 0 and meta["llm_calls"] == len(srv.requests) >= 2
+    system = next(e["message"]["content"] for e in trace(run_dir) if e["type"] == "message" and e["message"]["role"] == "system")
+    assert f"Current working directory: {(run_dir / 'work').resolve()}" in system

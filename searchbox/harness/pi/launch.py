@@ -99,9 +99,10 @@ BOX = Layout(BOX_PI, BOX_EXT, BOX_AGENT, f"{BOX_CHANNEL}/channel.sock", BOX_SESS
 PRIVATE = {"session": BOX_SESSION, "agent": BOX_AGENT}  # Pi's writable folders, outside its cwd
 
 
-def host_layout(pi: PiInstall, run_pi: Path, channel: Path) -> Layout:
+def host_layout(pi: PiInstall, run_pi: Path, channel: Path, work: Path) -> Layout:
+    """sandbox=none: Pi's cwd is work/ itself (its prompt names the folder the tools work in; it writes nothing there)."""
     box = run_pi / "box"
-    return Layout(str(pi.root), str(EXTENSION.parent), str(box / "agent"), str(channel), str(box / "session"), str(box / "cwd"))
+    return Layout(str(pi.root), str(EXTENSION.parent), str(box / "agent"), str(channel), str(box / "session"), str(work))
 
 
 def argv(pi: PiInstall, cfg: RunConfig, spec: RunSpec, at: Layout = BOX) -> list[str]:
@@ -143,7 +144,7 @@ def write_agent_dir(folder: Path, files: dict[str, bytes]) -> Path:
 
 
 def start(pi: PiInstall, cfg: RunConfig, spec: RunSpec, run_pi: Path, socket_path: Path, mode: str, agent: dict[str, bytes],
-          session: Optional[bytes]) -> LongBox:
+          session: Optional[bytes], work: Path) -> LongBox:
     """Pi's box for the run: Pi's modules, our extension and the channel's socket (not its folder) read-only; its
     agent folder (seeded with `agent`) and session folder (with the run's copy of the session on resume) private
     and writable; an empty cwd at INSIDE. No work/, no dataroom: the model's tools run in boxes of their own."""
@@ -153,8 +154,8 @@ def start(pi: PiInstall, cfg: RunConfig, spec: RunSpec, run_pi: Path, socket_pat
     # No work/ quota: Pi's folders are on disk under the run's pi/box/ (Pi writes its session and settings only).
     limits = dataclasses.replace(sandbox.limits_for(cfg.harness), work_bytes=0)
     cpu_s = (cfg.harness.run_ceiling_s or 7 * 86_400) + 60
-    at = BOX if mode != "none" else host_layout(pi, run_pi, socket_path)
-    cwd = run_pi / "box" / "cwd"
+    at = BOX if mode != "none" else host_layout(pi, run_pi, socket_path, work)
+    cwd = run_pi / "box" / "cwd" if mode != "none" else Path(work)
     cwd.mkdir(parents=True, exist_ok=True)
     seed = {"agent": dict(agent), **({"session": {SESSION_FILE: session}} if session is not None else {})}
     return start_box(argv(pi, cfg, spec, at), cwd, [], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,

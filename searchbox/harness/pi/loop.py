@@ -262,7 +262,7 @@ class PiRun:
         live = self.box is not None and self.box.alive()
         answer = self._backstop(self.ws.work)  # the harness's tools write work/ on disk: Pi's box has none
         if live and checkpoint:
-            self._persist("checkpoint-session.jsonl")  # work/ to disk: the copy a checkpoint stands for
+            self._persist("checkpoint-session.jsonl")  # Pi's session as of this checkpoint (work/ is on disk already)
         changed = answer is not None and answer != s.last_snapshot
         with self.lock:
             if changed:
@@ -301,7 +301,7 @@ class PiRun:
         launch.write_agent_dir(self.run_pi / "agent", agent)
         self.channel = Channel(Routes(self._chat, self._tools, self._call), self._admit).start()
         self.box = launch.start(self.pi, cfg, self.ctx.spec, self.run_pi, self.channel.path, self.ctx.toolset.ctx.sandbox_mode, agent,
-                                session)
+                                session, self.ws.work)
         self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
         try:
             ident = self.rpc.send({"type": "get_state"})
