@@ -49,7 +49,8 @@ def machine() -> dict:
     bwrap = shutil.which("bwrap")
     version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else None
     return {"platform": platform.platform(), "python": platform.python_version(), "bwrap": version,
-            "harness_uid": os.geteuid(), "cpus": os.cpu_count()}
+            "harness_uid": os.geteuid(), "cpus": os.cpu_count(),
+            "load_note": os.environ.get("SEARCHBOX_BENCH_LOAD", "")}  # what else ran meanwhile, as the runner says
 
 
 def load() -> list[float]:
@@ -64,6 +65,7 @@ def markdown(result: dict) -> str:
              f"({result['machine']['platform']}, {result['machine']['bwrap']}, harness uid {result['machine']['harness_uid']}); "
              f"{result['seconds']:.0f} s in all; load average (1, 5, 15 min) {result['machine']['load_before']} before, "
              f"{result['machine']['load_after']} after (only held or not is measured: times are what this load gave). "
+             + (f"{result['machine']['load_note']}. " if result["machine"].get("load_note") else "") +
              "Each attempt is also a test (tests/test_hostile.py).",
              "",
              "| group | attempt | what it tries | outcome | what held / what got through | s |",

@@ -34,6 +34,7 @@ from ..corpus import safefs
 
 SANDBOX_UID = 65534
 MAX_DEPTH = 128  # levels of folders written back to disk; deeper ones live for the call only
+LOST_SHOWN = 5  # entries named in the note when a call made things that cannot be kept
 COPY_BLOCK = 1 << 20
 PAGE = 4096
 HANDSHAKE_S = 30.0
@@ -143,7 +144,9 @@ class Mirror:
     root: bool = field(default_factory=lambda: os.geteuid() == 0)  # root: what it copies is handed to 65534
     placed: dict = field(default_factory=dict)  # parts -> st_ino in the tmpfs after copy-in
     ctimes: dict = field(default_factory=dict)  # st_ino -> st_ctime_ns after copy-in (hard links share one)
-    dropped: int = 0  # entries not written back (deeper than MAX_DEPTH, sockets, devices)
+    dropped: int = 0  # entries not written back (deeper than MAX_DEPTH, sockets, devices), all calls together
+    lost: list = field(default_factory=list)  # (path, why) of the last persist's dropped entries, the first LOST_SHOWN
+    lost_count: int = 0  # the last persist's dropped entries
     _dst_root: int = -1
     _links: dict = field(default_factory=dict)
 
@@ -175,7 +178,15 @@ class Mirror:
     def persist(self, tmpfs: int, disk: int) -> None:
         """Write what the call changed in the tmpfs back to work/ on disk; remove what it removed."""
         self._dst_root, self._links = disk, {}
+        self.lost, self.lost_count = [], 0
         self._sync(tmpfs, disk, (), to_box=False)
+
+    def _drop(self, here: tuple[str, ...], why: str, to_box: bool) -> None:
+        self.dropped += 1
+        if not to_box:
+            self.lost_count += 1
+            if len(self.lost) < LOST_SHOWN:
+                self.lost.append(("/".join(here)[:300], why))
 
     # ---- one folder, both sides open --------------------------------------------------------
     def _sync(self, src: int, dst: int, parts: tuple[str, ...], to_box: bool) -> None:
@@ -199,7 +210,7 @@ class Mirror:
                 continue  # as it was put in: the disk copy is current
             if stat.S_ISDIR(st.st_mode):
                 if len(here) > MAX_DEPTH:
-                    self.dropped += 1
+                    self._drop(here, f"deeper than {MAX_DEPTH} folders", to_box)
                     if name in dst_names:
                         _remove(dst, name)
                     continue
@@ -216,7 +227,7 @@ class Mirror:
                 os.mkfifo(name, stat.S_IMODE(st.st_mode), dir_fd=dst)
                 self._finish(dst, name, st, here, to_box)
             else:
-                self.dropped += 1  # a socket: nothing to copy
+                self._drop(here, "a socket or device: nothing to copy", to_box)
                 if name in dst_names:
                     _remove(dst, name)
 
@@ -433,3 +444,14 @@ def quota_note(usage: Usage, quota: Quota) -> Optional[str]:
     return (f"work/ is full: the box holds at most {quota.describe()} there (outside dataroom/), and this call "
             f"reached the limit on {which} ({usage.bytes >> 20} MiB, {usage.files} files now); writes past it failed "
             "with 'No space left on device'. Remove files you do not need.")
+
+
+def lost_note(mirror: Mirror) -> Optional[str]:
+    """The tool error the model reads when the last write-back left out what the call made (None when it kept all):
+    like the quota's note, so that a tree the model built is never silently gone at its next call."""
+    if not mirror.lost_count:
+        return None
+    shown = "; ".join(f"{path} ({why})" for path, why in mirror.lost)
+    more = f" and {mirror.lost_count - len(mirror.lost)} more" if mirror.lost_count > len(mirror.lost) else ""
+    return (f"work/ could not keep {mirror.lost_count} of the entries this call made, which are gone now: {shown}{more}. "
+            f"Keep folders at most {MAX_DEPTH} levels deep and only files, folders and links in work/.")

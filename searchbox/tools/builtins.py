@@ -37,7 +37,8 @@ def _parts(ctx: ToolContext, path: str) -> tuple[str, ...]:
         raise InvalidCall(f"{path!r}: not valid Unicode (a lone surrogate, e.g. half an emoji)") from exc
     norm = os.path.normpath(raw)
     if os.path.isabs(norm):
-        for base in dict.fromkeys((os.path.normpath(str(ctx.work)), os.path.realpath(ctx.work))):
+        bases = (ctx.inside,) if ctx.inside else (os.path.normpath(str(ctx.work)), os.path.realpath(ctx.work))
+        for base in dict.fromkeys(bases):
             if norm == base:
                 return ()
             if norm.startswith(base + os.sep):
@@ -206,7 +207,7 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> Tool
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolResult:
     limit = min(float(timeout or ctx.harness.bash_timeout_s), ctx.harness.bash_timeout_s * 4)
     result = sandbox.run_shell(command, ctx.work, [ctx.dataroom], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4,
-                               sandbox.limits_for(ctx.harness))
+                               sandbox.limits_for(ctx.harness), inside=ctx.inside)
     ctx.programs.extend(sandbox.programs(command))
     ctx.touch_from_text(command)
     out = result.output
@@ -266,7 +267,7 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
         argv += ["--glob", glob]
     argv += ["-e", pattern, "--", target]
     res = sandbox.run_confined(argv, ctx.work, [ctx.dataroom], ctx.sandbox_mode, ctx.harness.bash_timeout_s, cap,
-                               sandbox.limits_for(ctx.harness), extra_ro=extra, merge_stderr=False)
+                               sandbox.limits_for(ctx.harness), extra_ro=extra, merge_stderr=False, inside=ctx.inside)
     if res.timed_out or res.killed:
         raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s" if res.timed_out else f"grep killed: {res.killed}")
     if res.exit_code > 1 and not res.output:

@@ -38,6 +38,7 @@ class ToolContext:
     work: Path
     harness: HarnessConfig
     sandbox_mode: str = "bwrap"
+    inside: Optional[str] = None  # work/'s path in the box (and in the model's absolute paths); None: its own path
     retrieval: Optional[Any] = None  # searchbox.retrieval.Retrieval, built lazily by the toolset
     programs: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)

@@ -91,7 +91,28 @@ class LongBox:
                 if self._gone or attempt == 3:
                     raise
                 time.sleep(0.05)
-        return boxwork.quota_note(usage, self.quota) or ""
+        return "\n".join(n for n in (boxwork.quota_note(usage, self.quota), boxwork.lost_note(t.mirror)) if n)
+
+    def holds(self, pid: int) -> bool:
+        """Whether host pid `pid` is a process of this box: of its pid namespace, or (no box: sandbox=none) the
+        process itself or one it started."""
+        if pid <= 0 or self._gone:
+            return False
+        if self._box is not None:
+            try:
+                return os.stat(f"/proc/{pid}/ns/pid").st_ino == self._box.pid_ns
+            except OSError:
+                return False
+        for _ in range(64):  # up the parent chain to the process started (sandbox=none)
+            if pid == self.proc.pid:
+                return True
+            try:
+                pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                return False
+            if pid <= 1:
+                return False
+        return False
 
     def stderr_text(self) -> str:
         return bytes(self._stderr).decode("utf-8", "replace")

@@ -61,7 +61,7 @@ class ShellResult:
     duration_s: float
     errors: str = ""  # stderr, when kept apart from the output
     killed: str = ""  # why the box was killed before the command ended (a limit it passed)
-    full: str = ""  # the call filled work/'s quota: what the model should read (boxwork.quota_note)
+    full: str = ""  # the call filled work/'s quota, or made what work/ cannot keep: what the model should read (boxwork)
 
 
 def resolve_mode(mode: str) -> str:
@@ -175,7 +175,8 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     kernel never enforces RLIMIT_NPROC); run by anyone else, a user namespace maps the caller to
     65534. `extra_ro` binds single host files (e.g. a ripgrep outside /usr) at sandbox paths;
     `work_source` is bound at work/'s path instead of work/ itself (the quota tmpfs, see run_confined).
-    A long-lived box (start_box) also gives `inside`: the path work/ has in the box (its own path when None),
+    A long-lived box (start_box), and a call for a harness whose agent sees work/ at a fixed path (Pi's /work), give
+    `inside`: the path work/ has in the box (its own path when None); a long box also gives
     `binds`: (host source, box path, writable) folders or files beside it, and `env`: fixed values added to the
     environment's allowlist.
     """
@@ -245,7 +246,13 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     os.lseek(fd, 0, os.SEEK_SET)
     fds.append(fd)
     cmd += ["--seccomp", str(fd)]
-    cmd.append("--")
+    # bwrap is the box's pid 1, and its command line is world-readable at /proc/1/cmdline: its options (the binds'
+    # host paths: the run folder, $SEARCHBOX_HOME, the checkout) go to it through a descriptor, the command after --.
+    fd = os.memfd_create("bwrap-args")
+    os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in cmd[1:]))
+    os.lseek(fd, 0, os.SEEK_SET)
+    fds.append(fd)
+    cmd = [cmd[0], "--args", str(fd), "--"]
     if _as_root():
         cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
@@ -306,8 +313,9 @@ def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota,
         fds.append(theirs.fileno())
         full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
     try:
-        proc = subprocess.Popen(full, cwd=work, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                                env=environment(work), pass_fds=fds)
+        # bwrap's own environment and folder (its pid 1 keeps them) name no host path: the box sets its own
+        proc = subprocess.Popen(full, cwd="/", stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                                env=environment("/"), pass_fds=fds)
     except BaseException:
         if ours is not None:
             ours.close()
@@ -322,7 +330,8 @@ def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota,
 
 
 def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
-                 limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True) -> ShellResult:
+                 limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True,
+                 inside: str | None = None) -> ShellResult:
     """Run argv in the box, in its own process group; when it ends (or times out) kill everything it started.
 
     Output is read as it comes and kept up to cap_bytes (stderr apart, also capped, unless merged). With a
@@ -336,12 +345,12 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         raise SandboxError(f"the box's work/ quota cannot be set up here ({why}): set harness.work_quota_mb=0 to run "
                            "without one (the run record then says so)")
     try:
-        return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr, quota)
+        return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr, quota, inside)
     except boxwork.QuotaError:
         # work/ on disk no longer fits (files the harness wrote between calls): run with a tmpfs of its own size
         skip = frozenset(_top_readonly(work, readonly))
         return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr,
-                    boxwork.grown(quota, work, skip))
+                    boxwork.grown(quota, work, skip), inside)
 
 
 def _top_readonly(work: Path, readonly: list[Path]) -> set[str]:
@@ -350,7 +359,7 @@ def _top_readonly(work: Path, readonly: list[Path]) -> set[str]:
 
 
 def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int, limits: Limits,
-         extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota]) -> ShellResult:
+         extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota], inside: str | None = None) -> ShellResult:
     stage = None
     if quota is not None:
         sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly), *(extra_ro or {}),
@@ -358,7 +367,7 @@ def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s
         stage = boxwork.stage_dir(sources)
     elif mode != "none":
         grant(work, readonly)
-    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro, work_source=stage)
+    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro, work_source=stage, inside=inside)
     info_r = info_w = -1
     if mode != "none":
         info_r, info_w = os.pipe()
@@ -466,7 +475,8 @@ def _unstage(staged: _Staged, quota: boxwork.Quota) -> str:
     try:
         usage = boxwork.Usage.of(staged.tmpfs)
         staged.mirror.persist(staged.tmpfs, staged.disk)
-        return "" if staged.full_before else boxwork.quota_note(usage, quota) or ""
+        full = "" if staged.full_before else boxwork.quota_note(usage, quota) or ""
+        return "\n".join(n for n in (full, boxwork.lost_note(staged.mirror)) if n)
     finally:
         os.close(staged.tmpfs)
         os.close(staged.disk)
@@ -552,10 +562,11 @@ def _box_info(info_r: int) -> _Box | None:
 
 
 def run_shell(command: str, work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
-              limits: Limits = Limits()) -> ShellResult:
-    """Run `bash -c command` in the box; a command exec cannot carry is InvalidCall."""
+              limits: Limits = Limits(), inside: str | None = None) -> ShellResult:
+    """Run `bash -c command` in the box (work/ at `inside` there, else at its own path); a command exec cannot carry
+    is InvalidCall."""
     check_argument(command, "the command")
-    return run_confined(["bash", "-c", command], work, readonly, mode, timeout_s, cap_bytes, limits)
+    return run_confined(["bash", "-c", command], work, readonly, mode, timeout_s, cap_bytes, limits, inside=inside)
 
 
 def programs(command: str) -> list[str]:

@@ -159,6 +159,30 @@ def test_pi_keeps_the_guards_step_limit_and_token_budget(tmp_path, pi):
     assert h["withheld_answers"] == 1 and h["usage_check"]["agree"]  # the answer that spent the budget never reached Pi
 
 
+def test_pi_tool_rows_are_what_the_harness_ran_and_a_refused_call_is_a_malformed_row(tmp_path, pi):
+    """Issue 36: rows came from Pi's own events, which a command could forge. Now every tool (Pi's built-in names
+    too) runs in searchbox over the channel; a call Pi refuses before that (a tool the run lacks, arguments that
+    fail the schema) is a malformed row taken from the request that shows the model Pi's refusal."""
+    cfg = pi_cfg(budget=1)
+    cfg.tools = "none"
+    script = [{"tool_calls": [{"name": "write", "arguments": {"path": "/work/notes/a.md", "content": "38.4 m"}}]},
+              {"tool_calls": [{"name": "bash", "arguments": {"command": "pwd; cat notes/a.md; echo $HOME"}}]},
+              {"tool_calls": [{"name": "no_such_tool", "arguments": {"x": 1}}]},
+              {"tool_calls": [{"name": "read", "arguments": {"nopath": 3}}]},
+              {"content": "done"}]
+    run_dir = tmp_path / "run"
+    with PiServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url)
+    assert meta["stop_reason"] == "budget_spent", meta["stop_detail"]
+    assert (run_dir / "work" / "notes" / "a.md").read_text() == "38.4 m"  # /work is work/: the harness wrote it on disk
+    _, calls = tables(run_dir)
+    assert list(calls["tool"]) == ["write", "bash", "no_such_tool", "read"] and list(calls["malformed"]) == [False, False, True, True]
+    assert list(calls["ok"]) == [True, True, False, False] and list(calls["step"]) == [1, 2, 3, 4]
+    results = {m["name"]: m["content"] for m in (e["message"] for e in trace(run_dir) if e["type"] == "message") if m["role"] == "tool"}
+    assert results["bash"].splitlines()[:2] == ["/work", "38.4 m/work"]  # the harness's box, work/ at /work (and HOME)
+    assert meta["tool_calls"] == 4 and meta["malformed_calls"] == 2
+
+
 def test_a_failing_endpoint_stops_a_pi_run_as_model_error(tmp_path, pi):
     cfg = pi_cfg(budget=2)
     with PiServer([{"status": 500, "message": "boom"}] * 4) as srv:

@@ -111,11 +111,24 @@ def test_the_watchdog_kills_a_hungry_command_and_spares_the_long_lived_process(t
 def test_wrap_keeps_the_per_call_box_as_it_was(tmp_path):
     """The long box's options default off: a bash call's argv is what it was (work/ at its own path, HOME there)."""
     work = _work(tmp_path)
-    argv, fds = sandbox.wrap(["true"], work, [work / "dataroom"], "bwrap" if bwrap_works() else "none")
+    full, fds = sandbox.wrap(["true"], work, [work / "dataroom"], "bwrap" if bwrap_works() else "none")
+    argv = _bwrap_args(full) if bwrap_works() else full
     for fd in fds:
         os.close(fd)
     if bwrap_works():
+        assert full[:4] == ["bwrap", "--args", full[2], "--"]  # host paths go through a descriptor, not pid 1's command line
+        assert str(work.resolve()) not in " ".join(full)
         real = str(work.resolve())
         assert argv[argv.index("--chdir") + 1] == real
         assert argv[argv.index("HOME") - 1: argv.index("HOME") + 2] == ["--setenv", "HOME", real]
         assert ["--bind", real, real] == argv[argv.index(real) - 1: argv.index(real) + 2]
+
+
+def _bwrap_args(full: list[str]) -> list[str]:
+    """The options bwrap reads from its --args descriptor (NUL-separated), as one argv."""
+    fd = int(full[full.index("--args") + 1])
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = b""
+    while chunk := os.read(fd, 1 << 20):
+        data += chunk
+    return [os.fsdecode(a) for a in data.split(b"\0")[:-1]] + full[3:]

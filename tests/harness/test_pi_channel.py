@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import subprocess
+import sys
 import socket
 import threading
 import time
@@ -25,13 +28,13 @@ class UnixHTTP(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
-def _channel(seen: list) -> ch.Channel:
+def _channel(seen: list, admit=None) -> ch.Channel:
     def chat(body):
         seen.append(body)
         return ch.Reply(200, events=[{"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}])
 
     return ch.Channel(ch.Routes(chat, lambda: ch.Reply(200, [{"name": "search_dataroom"}]),
-                                lambda body: ch.Reply(200, {"ok": True, "text": json.dumps(body)})))
+                                lambda body: ch.Reply(200, {"ok": True, "text": json.dumps(body)})), admit or (lambda peer: peer.pid == os.getpid()))
 
 
 def _ask(path, method, target, body=None, headers=None):
@@ -58,7 +61,8 @@ def test_the_channel_serves_its_three_routes_and_nothing_else():
             status, headers, text = _ask(channel.path, method, target, {} if method == "POST" else None, extra)
             assert status == 404 and headers.get("x-should-retry") == "false", (method, target, text)
         assert len(seen) == 1
-        assert oct(channel.path.stat().st_mode & 0o777) == "0o666"  # the box's uid connects
+        assert oct(channel.path.stat().st_mode & 0o777) == "0o666"  # the box's uid connects, through its bind
+        assert oct(channel.folder.stat().st_mode & 0o777) == "0o700"  # and nobody else reaches the socket
     assert not channel.path.exists() and not channel.folder.exists()
 
 
@@ -91,7 +95,7 @@ def test_the_channel_serves_a_bounded_number_of_connections_at_once(monkeypatch)
         release.wait(20)
         return ch.Reply(200, {"ok": True})
 
-    channel = ch.Channel(ch.Routes(slow_chat, lambda: ch.Reply(200, []), lambda body: ch.Reply(200, {}))).start()
+    channel = ch.Channel(ch.Routes(slow_chat, lambda: ch.Reply(200, []), lambda body: ch.Reply(200, {})), lambda peer: True).start()
     try:
         held = []
         for _ in range(3):
@@ -143,7 +147,6 @@ def test_the_servers_message_reaches_pi_and_the_trace_in_one_shape():
     assert len(wire.stream(wire.assistant({"content": "x"}, "c"), unbilled, "m")) == 2  # no usage the server did not give
     request = {"messages": [{"role": "system", "content": "sys"}, {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": "out"}]}]}
     assert wire.system_of(request) == "sys" and wire.tool_messages(request) == [{"role": "tool", "tool_call_id": "a", "content": "out"}]
-    assert wire.result_text({"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}) == "ab"
 
 
 @pytest.mark.parametrize("bad", [None, [], "x", {"messages": "no"}])
@@ -187,3 +190,42 @@ def test_the_run_key_holds_pis_version_our_extension_and_the_task(monkeypatch):
     other = RunConfig(tools="none")
     other.harness.kind, other.harness.today = "pi", "2026-01-01"
     assert key(other) != base
+
+
+def test_the_channel_serves_only_the_peers_it_admits():
+    """Issue 36: the run's channel socket (mode 0666 in a world-enterable sb-pi-* folder) took a chat request from a
+    host process of another user, outside the box, during a turn. The peer is now checked before anything is read."""
+    seen, peers = [], []
+
+    def admit(peer):
+        peers.append(peer)
+        return False
+
+    with _channel(seen, admit) as channel:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(str(channel.path))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 15\r\n\r\n{\"messages\": []}")
+        sock.settimeout(10)
+        try:
+            answer = sock.recv(100)
+        except ConnectionResetError:  # closed with the request unread
+            answer = b""
+        assert answer == b""  # closed unanswered
+        sock.close()
+        deadline = time.monotonic() + 5
+        while not channel.strangers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert channel.strangers == 1 and not seen and channel.requests == 0
+        assert peers == [ch.Peer(os.getpid(), os.getuid(), os.getgid())]  # what the kernel says, not what the peer says
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")
+def test_another_user_cannot_reach_the_channel_folder():
+    """As root, the harness's socket is out of reach of any other uid of the host (the folder is 0700)."""
+    with _channel([]) as channel:
+        probe = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n    print('CONNECTED')\n"
+                 "except OSError as exc:\n    print(type(exc).__name__)")
+        out = subprocess.run(["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", sys.executable, "-I", "-c", probe,
+                              str(channel.path)], capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip() == "PermissionError", out
+        assert channel.requests == 0

@@ -316,3 +316,46 @@ def test_a_run_records_its_quota(tmp_path):
     meta, _, _ = run_script(tmp_path, [{"content": "x"}], cfg=make_cfg(work_quota_mb=64, work_quota_files=500))
     expected = {"work_bytes": 64 * 1024**2, "work_files": 500} if meta["sandbox"] != "none" else {}
     assert meta["sandbox_quota"] == expected
+
+
+@needs_bwrap
+def test_a_tree_work_cannot_keep_is_reported_to_the_model(work):
+    """Issue 36 part 4: a 140-level folder the agent made in work/ (far under PATH_MAX) was silently gone at the next
+    call. The call that made it now reads why it is not kept, as the quota's note; the next call says nothing new."""
+    ts = _quota_toolset(work, mb=64, files=2000)
+    out = ts.call("bash", {"command": "p=.; for i in $(seq 140); do p=$p/d; done; mkdir -p $p && echo deep > $p/x && echo made"})
+    assert not out.ok and "made" in out.output
+    assert "could not keep 1 of the entries" in out.output and "deeper than 128 folders" in out.output, out.output
+    assert "/".join(["d"] * 129) in out.output  # names the first folder it left out
+    depth = ts.call("bash", {"command": "p=.; n=0; while [ -d $p/d ]; do p=$p/d; n=$((n+1)); done; echo $n"})
+    assert depth.ok and depth.output.strip() == "128"  # what it kept, kept; and this call made nothing to report
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mb", [0, 64])
+def test_a_box_with_work_at_a_fixed_path_shows_no_host_path(tmp_path, mb):
+    """Issue 36: /proc/1/cmdline in the box showed the host paths of the run folder, $SEARCHBOX_HOME and the checkout
+    (bwrap's binds). Now bwrap reads its options from a descriptor and, given `inside`, work/ is at that path only."""
+    work = tmp_path / "HOSTMARK-run" / "work"
+    (work / "dataroom").mkdir(parents=True)
+    (work / "dataroom" / "a.md").write_text("Gannet Rock\n")
+    script = ("pwd; echo $HOME; cat dataroom/a.md; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; "
+              "tr '\\0' ' ' < $p/environ 2>/dev/null; readlink $p/cwd $p/root 2>/dev/null; done; echo x > made.txt")
+    res = sandbox.run_shell(script, work, [work / "dataroom"], "bwrap", 30, 1 << 20, sandbox.Limits(work_bytes=mb << 20, work_files=500),
+                            inside="/work")
+    lines = res.output.splitlines()
+    assert lines[:3] == ["/work", "/work", "Gannet Rock"], res.output
+    assert "HOSTMARK" not in res.output and str(tmp_path) not in res.output, res.output
+    assert "bwrap --info-fd" in res.output and " --args " in res.output  # pid 1 is there, its options out of sight
+    assert (work / "made.txt").read_text() == "x\n"
+
+
+def test_absolute_paths_under_the_fixed_path_are_work_s_own(tmp_path):
+    from searchbox.config import HarnessConfig
+    from searchbox.tools import ToolContext, builtins
+    from searchbox.tools.context import ToolError
+
+    ctx = ToolContext(work=tmp_path, harness=HarnessConfig(), inside="/work")
+    assert builtins._parts(ctx, "/work/notes/a.md") == ("notes", "a.md") and builtins._parts(ctx, "/work") == ()
+    with pytest.raises(ToolError):
+        builtins._parts(ctx, f"{tmp_path}/a.md")  # the host path means nothing in the box

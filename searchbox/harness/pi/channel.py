@@ -8,6 +8,11 @@ route takes a URL, a Host header or an absolute request target to mean anywhere 
 
 Everything that arrives is the model's: bodies are capped, a connection that does not send its request in time
 is closed, at most MAX_CONNECTIONS are served at once, and every answer closes its connection.
+
+Only the run's box reaches it: the socket lives in a folder only the harness can enter (0700, the system temp
+directory's `sb-pi-*`); the box gets the socket itself bound in, never the folder. Every connection's peer
+(SO_PEERCRED: its pid, uid and gid as the kernel saw them at connect) is put to `admit` (the run's: a process of
+the box's pid namespace) before a byte of it is read; any other is closed unanswered and counted (`strangers`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import socket
 import socketserver
+import struct
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -53,13 +59,29 @@ class Routes:
     call: Callable[[Any], Reply]
 
 
+@dataclass(frozen=True)
+class Peer:
+    """Who connected, as the kernel says (SO_PEERCRED), in the harness's own pid and user namespaces."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_of(sock: socket.socket) -> Peer:
+    pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return Peer(pid, uid, gid)
+
+
 @dataclass
 class Channel:
-    """A unix-socket server on its own thread; `path` is the socket the box binds."""
+    """A unix-socket server on its own thread; `path` is the socket the box binds; `admit` says which peers it serves."""
 
     routes: Routes
-    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sb-pi-")))
+    admit: Callable[[Peer], bool]
+    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sb-pi-")))  # mode 0700
     refused: int = 0  # connections closed unanswered (over MAX_CONNECTIONS)
+    strangers: int = 0  # connections closed unanswered (a peer `admit` refused)
     requests: int = 0
     _server: Optional[socketserver.BaseServer] = None
     _thread: Optional[threading.Thread] = None
@@ -69,9 +91,10 @@ class Channel:
         return self.folder / SOCKET_NAME
 
     def start(self) -> "Channel":
-        os.chmod(self.folder, 0o755)  # the box's uid (65534) must reach the socket
+        os.chmod(self.folder, 0o700)  # only the harness enters it: the box gets the socket bound in, not the folder
         self._server = _Server(str(self.path), _handler(self))
-        os.chmod(self.path, 0o666)
+        self._server.channel = self
+        os.chmod(self.path, 0o666)  # the box's uid (65534) connects through its bind; the folder keeps everyone else out
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
         self._thread.start()
         return self
@@ -101,6 +124,16 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.channel: Optional[Channel] = None
         super().__init__(path, handler)
+
+    def verify_request(self, request, client_address) -> bool:
+        channel = self.channel
+        try:
+            ok = channel is not None and bool(channel.admit(peer_of(request)))
+        except Exception:  # a peer gone meanwhile, a /proc entry unreadable: not the run's box
+            ok = False
+        if not ok and channel is not None:
+            channel.strangers += 1
+        return ok
 
     def process_request(self, request, client_address):
         if not self.slots.acquire(blocking=False):

@@ -1,7 +1,15 @@
 """How Pi starts for a run: its configuration (settings.json, models.json), its command line, and its box.
 
+Pi is behind its own wall: every tool the model calls (Pi's built-in names too: read, bash, edit, ...) is the
+harness's, registered by the extension from the channel and run by searchbox in the per-call box of the native
+loop, with work/ at INSIDE there. Nothing the model runs shares Pi's box: it cannot write Pi's RPC stream or
+stdin, signal Pi, or see Pi's files. Pi's box holds Pi alone: its modules, the extension, the channel's socket,
+an empty working folder, and two private writable folders (its session, its agent folder with settings.json,
+models.json and their lock files).
+
 Everything here that can change what Pi does is also what `identity` returns for the run key: Pi's pinned
-version, the extension's code, the task appended to Pi's system prompt, the settings and the provider entry.
+version, the extension's code, the task appended to Pi's system prompt, the settings and the provider entry,
+the tools (all from the catalog, over the channel).
 """
 
 from __future__ import annotations
@@ -53,8 +61,9 @@ def tool_names(cfg: RunConfig) -> list[str]:
 
 
 def channel_tools(cfg: RunConfig) -> list[dict]:
-    """The run's dataroom tools as the extension registers them: the catalog's name, description and schema."""
-    return [s.schema() for s in select(cfg.tools) if s.tier != "builtin"]
+    """Every tool of the run as the extension registers it (in place of Pi's own of the same name): the catalog's
+    name, description and schema; each call runs in searchbox."""
+    return [s.schema() for s in select(cfg.tools)]
 
 
 def task(cfg: RunConfig) -> str:
@@ -80,17 +89,20 @@ class Layout:
 
     pi: str  # holds node_modules/
     ext: str  # the extension's folder
-    agent: str  # settings.json, models.json
+    agent: str  # settings.json, models.json (writable: Pi locks and may rewrite them)
     channel: str  # the socket
     session: str  # the session's folder
-    cwd: str  # work/
+    cwd: str  # Pi's working folder (empty: the model's files are in work/, which only the harness's tools reach)
 
 
 BOX = Layout(BOX_PI, BOX_EXT, BOX_AGENT, f"{BOX_CHANNEL}/channel.sock", BOX_SESSION, INSIDE)
+PRIVATE = {"session": BOX_SESSION, "agent": BOX_AGENT}  # Pi's writable folders, outside its cwd
 
 
 def host_layout(pi: PiInstall, run_pi: Path, channel: Path, work: Path) -> Layout:
-    return Layout(str(pi.root), str(EXTENSION.parent), str(run_pi / "agent"), str(channel), str(run_pi / "box" / "session"), str(work))
+    """sandbox=none: Pi's cwd is work/ itself (its prompt names the folder the tools work in; it writes nothing there)."""
+    box = run_pi / "box"
+    return Layout(str(pi.root), str(EXTENSION.parent), str(box / "agent"), str(channel), str(box / "session"), str(work))
 
 
 def argv(pi: PiInstall, cfg: RunConfig, spec: RunSpec, at: Layout = BOX) -> list[str]:
@@ -115,26 +127,36 @@ def environment(spec: RunSpec, at: Layout = BOX) -> dict[str, str]:
             "SEARCHBOX_CHANNEL": at.channel, "SEARCHBOX_TODAY": spec.today}
 
 
-def write_agent_dir(folder: Path, cfg: RunConfig, context_window: int) -> Path:
-    """Pi's agent folder for the run (bound read-only): settings.json and models.json."""
+def agent_files(cfg: RunConfig, context_window: int) -> dict[str, bytes]:
+    """Pi's agent folder for the run: settings.json and models.json (the run's pi/agent/ keeps a copy)."""
+    return {name: (json.dumps(data, indent=2) + "\n").encode("utf-8")
+            for name, data in (("settings.json", SETTINGS), ("models.json", models_json(cfg, context_window)))}
+
+
+def write_agent_dir(folder: Path, files: dict[str, bytes]) -> Path:
+    """The record's copy of what Pi was given (Pi itself gets the same files in its private agent folder)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)
-    for name, data in (("settings.json", SETTINGS), ("models.json", models_json(cfg, context_window))):
-        (folder / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
         os.chmod(folder / name, 0o644)
     return folder
 
 
-def start(pi: PiInstall, cfg: RunConfig, spec: RunSpec, work: Path, dataroom: Path, run_pi: Path, channel_folder: Path, mode: str,
-          session: Optional[bytes]) -> LongBox:
-    """Pi's box for the run: Pi's modules, our extension, its agent folder and the channel read-only; its session
-    folder private (seeded with the run's copy of the session on resume); work/ at INSIDE."""
-    ro = {str(pi.root): BOX_PI, str(EXTENSION.parent): BOX_EXT, str(run_pi / "agent"): BOX_AGENT, str(channel_folder): BOX_CHANNEL}
+def start(pi: PiInstall, cfg: RunConfig, spec: RunSpec, run_pi: Path, socket_path: Path, mode: str, agent: dict[str, bytes],
+          session: Optional[bytes], work: Path) -> LongBox:
+    """Pi's box for the run: Pi's modules, our extension and the channel's socket (not its folder) read-only; its
+    agent folder (seeded with `agent`) and session folder (with the run's copy of the session on resume) private
+    and writable; an empty cwd at INSIDE. No work/, no dataroom: the model's tools run in boxes of their own."""
+    ro = {str(pi.root): BOX_PI, str(EXTENSION.parent): BOX_EXT, str(socket_path): BOX.channel}
     if not any(pi.node.startswith(os.path.realpath(d) + os.sep) for d in sandbox.SYSTEM_DIRS if os.path.isdir(d)):
         ro[pi.node] = pi.node  # a node outside /usr (nvm, a tarball): shown at its own path
-    limits = sandbox.limits_for(cfg.harness)
+    # No work/ quota: Pi's folders are on disk under the run's pi/box/ (Pi writes its session and settings only).
+    limits = dataclasses.replace(sandbox.limits_for(cfg.harness), work_bytes=0)
     cpu_s = (cfg.harness.run_ceiling_s or 7 * 86_400) + 60
-    at = BOX if mode != "none" else host_layout(pi, run_pi, channel_folder / "channel.sock", work)
-    return start_box(argv(pi, cfg, spec, at), work, [dataroom], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,
-                     private={"session": BOX_SESSION}, private_disk=run_pi / "box", hidden=HIDDEN, env=environment(spec, at),
-                     seed={"session": {SESSION_FILE: session}} if session is not None else None)
+    at = BOX if mode != "none" else host_layout(pi, run_pi, socket_path, work)
+    cwd = run_pi / "box" / "cwd" if mode != "none" else Path(work)
+    cwd.mkdir(parents=True, exist_ok=True)
+    seed = {"agent": dict(agent), **({"session": {SESSION_FILE: session}} if session is not None else {})}
+    return start_box(argv(pi, cfg, spec, at), cwd, [], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,
+                     private=dict(PRIVATE), private_disk=run_pi / "box", hidden=HIDDEN, env=environment(spec, at), seed=seed)

@@ -10,10 +10,12 @@ through the same Accountant as the native loop: the run's and the turn's deadlin
 when missing), llama.cpp timings, the token budget and the stop reasons. A stop decided there refuses Pi's call
 (HTTP 409: Pi ends its turn, retrying nothing) and the main thread ends the turn or the run. Calls that carry
 no tools are Pi compacting (counted apart: `compaction_calls`); an agent call is a *step* of the turn, so the
-harness's step limit holds too. The dataroom tools reach searchbox through the channel (`_call`); Pi's own
-tools run in its box and are read from its events. Every message reaches trace.jsonl in the canonical
-OpenAI shape: the system prompt and tool results as Pi sent them to the model, the model's answers as the
-server gave them.
+harness's step limit holds too. Every tool, Pi's built-in names too, reaches searchbox through the channel
+(`_call`) and runs in the native loop's per-call box (work/ at launch.INSIDE there), never in Pi's box: tool
+rows, evidence and the trace's tool results are what the harness ran and saw, never what Pi's events say (the
+one row made without a run is a call Pi refused before it reached the channel, read from the request that
+shows the model Pi's refusal). Every message reaches trace.jsonl in the canonical OpenAI shape: the system
+prompt and tool results as Pi sent them to the model, the model's answers as the server gave them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ ABORT_S = 60.0  # for Pi to go idle after an abort
 RETRY_WAIT_S = 5.0  # for Pi's own retry after an overflow compaction to start
 SESSION_CAP = 256 * 1024**2
 RESULT_CAP = 2000  # characters of a failed tool's text kept in its row
+ERROR_KEY = "searchbox_pi_error"  # the extension's JSON line on stderr for the error that ended Pi
 
 
 @dataclass
@@ -93,6 +96,8 @@ class PiRun:
         self.s = state or PiState(ledger=Ledger(clock=Clock(started=ctx.started)))
         self.acct = Accountant(self.h, self.s.ledger)
         ctx.toolset.state = self.s.tools
+        # The model's tools run as the native loop's, with work/ where Pi's prompt says its cwd is
+        ctx.toolset.ctx.inside = launch.INSIDE if ctx.toolset.ctx.sandbox_mode != "none" else None
         self.run_pi = self.ws.run_dir / "pi"
         self.lock = threading.RLock()  # the state, the ledger and the recorder, between the main thread and the channel's
         self.chat_lock = threading.Lock()  # one model call at a time
@@ -100,12 +105,11 @@ class PiRun:
         self.open = False  # a turn is in progress: Pi may call the model and the tools
         self.pending: Optional[BaseException] = None  # a stop or turn end the channel decided
         self.channel_names = {s["name"] for s in ctx.spec.harness["channel_tools"]}  # as keyed (launch.identity)
-        self.known_tools = set(ctx.spec.harness["tools"])
         self.logged: set[str] = set(self.s.logged_tools)
         self.calls: dict[str, dict] = {}  # call id -> name, arguments as sent, step (from the model's answers)
-        self.outcomes: dict[str, Outcome] = {}  # call id -> a dataroom tool's outcome
-        self.started: dict[str, tuple[float, Any]] = {}  # call id -> (when, arguments) from tool_execution_start
-        self.results: dict[str, tuple[str, str]] = {}  # call id -> (tool, text) from tool_execution_end
+        self.outcomes: dict[str, Outcome] = {}  # call id -> the outcome of the tool the harness ran
+        self.answered: dict[str, tuple[str, str]] = {}  # call id -> (tool, the text the channel answered Pi)
+        self.rowed: set[str] = set()  # call ids with a tool row
         self.system_logged = False
         self.box = self.rpc = self.channel = None
         self.prompt_id: Optional[str] = None
@@ -151,6 +155,8 @@ class PiRun:
             with self.lock:
                 self.open = False
             self._shutdown()
+            if stop != "interrupted":  # Ctrl-C stops now; any other end waits for the call the server may still bill
+                self._drain()
             if self.stats is not None and stop != "paused":
                 self.stats.ended_by = self.stats.ended_by or "stop"
                 self._end_turn(checkpoint=False)  # the last checkpoint (a turn's end) stays where a resume picks up
@@ -254,10 +260,9 @@ class PiRun:
             stats = self.acct.end_turn()
             stats.ended_by = stats.ended_by or "idle"
         live = self.box is not None and self.box.alive()
-        root = self.box.work_view if self.box is not None else self.ws.work  # work/ on disk once the box is gone
-        answer = self._backstop(root)
+        answer = self._backstop(self.ws.work)  # the harness's tools write work/ on disk: Pi's box has none
         if live and checkpoint:
-            self._persist("checkpoint-session.jsonl")  # work/ to disk: the copy a checkpoint stands for
+            self._persist("checkpoint-session.jsonl")  # Pi's session as of this checkpoint (work/ is on disk already)
         changed = answer is not None and answer != s.last_snapshot
         with self.lock:
             if changed:
@@ -292,10 +297,11 @@ class PiRun:
     # ---- Pi's process -------------------------------------------------------------------------------
     def _start(self, session: Optional[bytes]) -> None:
         cfg, t0 = self.ctx.config, time.monotonic()
-        launch.write_agent_dir(self.run_pi / "agent", cfg, self.ctx.context_window)
-        self.channel = Channel(Routes(self._chat, self._tools, self._call)).start()
-        self.box = launch.start(self.pi, cfg, self.ctx.spec, self.ws.work, self.ws.dataroom, self.run_pi, self.channel.folder,
-                                self.ctx.toolset.ctx.sandbox_mode, session)
+        agent = launch.agent_files(cfg, self.ctx.context_window)
+        launch.write_agent_dir(self.run_pi / "agent", agent)
+        self.channel = Channel(Routes(self._chat, self._tools, self._call), self._admit).start()
+        self.box = launch.start(self.pi, cfg, self.ctx.spec, self.run_pi, self.channel.path, self.ctx.toolset.ctx.sandbox_mode, agent,
+                                session, self.ws.work)
         self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
         try:
             ident = self.rpc.send({"type": "get_state"})
@@ -320,16 +326,23 @@ class PiRun:
             self._event("pi_started", pi=self.pi.version, node=self.pi.node_version, startup_s=round(took, 3),
                         sandbox=self.ctx.toolset.ctx.sandbox_mode)
 
+    def _admit(self, peer) -> bool:
+        """The channel serves Pi's box and nothing else: a process of its pid namespace (sandbox=none: Pi's own tree)."""
+        box = self.box
+        return box is not None and box.holds(peer.pid)
+
     def _persist(self, session_file: str) -> None:
-        """work/ from the box to disk (a note when it did not fit), and Pi's session beside it."""
-        try:
-            note = self.box.persist()
-        except OSError as exc:
-            note = f"could not write work/ back: {exc}"
-        if note:
-            with self.lock:
-                self._event("work_full", note=note)
+        """Pi's session, copied beside the run's record (work/ is on disk already: the harness's tools wrote it)."""
         self._save_session(session_file)
+
+    def _drain(self) -> None:
+        """Wait for a model call still in flight (Pi died or was killed mid-call): what the server bills is the run's."""
+        m = self.ctx.config.model
+        if self.chat_lock.acquire(timeout=m.timeout_s * (m.retries + 1) + 10):
+            self.chat_lock.release()
+        else:
+            with self.lock:
+                self._event("warning", detail="a model call was still in flight when the run's record was written")
 
     def _shutdown(self) -> None:
         if self.box is not None:
@@ -345,14 +358,15 @@ class PiRun:
             self.channel.close()
 
     def _why_gone(self) -> str:
+        """Pi's death by its cause: the watchdog's kill, else Pi's own last error (the extension's JSON line), else
+        how it exited and the last line of its stderr that is not Node's version trailer."""
         if self.box is None:
             return ""
         if self.box.killed:
             return self.box.killed[-1]
         with contextlib.suppress(Exception):
             self.box.proc.wait(timeout=2)
-        lines = [ln for ln in self.box.stderr_text().strip().splitlines() if ln.strip()]
-        return (lines[-1] if lines else f"exit {self.box.proc.poll()}")[:500]
+        return why_gone(self.box.stderr_text(), self.box.proc.poll(), self.pi.node_version)[:500]
 
     def _save_session(self, name: str) -> None:
         """Pi's session file, copied from its box's private folder into the run's pi/ (never through a link)."""
@@ -365,12 +379,8 @@ class PiRun:
 
     # ---- Pi's events ----------------------------------------------------------------------------------
     def _handle(self, record: dict) -> None:
-        kind = record.get("type")
-        if kind == "tool_execution_start":
-            self.started[str(record.get("toolCallId"))] = (time.monotonic(), record.get("args"))
-        elif kind == "tool_execution_end":
-            self._tool_row(record)
-        elif kind == "compaction_end":
+        kind = record.get("type")  # tool_execution_* are not read: the harness ran the tools, its rows say what ran
+        if kind == "compaction_end":
             result = record.get("result") if isinstance(record.get("result"), dict) else None
             with self.lock:
                 if result is not None:
@@ -394,42 +404,23 @@ class PiRun:
             with self.lock:
                 self._event(f"pi_{kind}", detail=json.dumps(record, default=str)[:2000])
 
-    def _tool_row(self, record: dict) -> None:
-        """A row for a call Pi ran itself (its built-in tools), or refused before it reached the channel."""
-        call_id, name = str(record.get("toolCallId") or ""), str(record.get("toolName") or "")
-        text, failed = wire.result_text(record.get("result")), bool(record.get("isError"))
-        self.results[call_id] = (name, text)
-        if call_id in self.outcomes:
-            return  # a dataroom tool: its row was made when it ran
-        began, args = self.started.pop(call_id, (time.monotonic(), record.get("args")))
-        info = self.calls.get(call_id) or {}
-        raw = info.get("arguments")
-        if raw is None:
-            raw = json.dumps(args if args is not None else {}, ensure_ascii=False, default=str)
-        try:
-            parsed = json.loads(raw) if raw else {}
-        except (ValueError, RecursionError):
-            parsed = None
-        # Refused as sent: arguments that are no JSON object, a tool the run does not have, or a dataroom tool whose
-        # arguments Pi's validation (the catalog's schema) turned away before it reached searchbox.
-        malformed = failed and (not isinstance(parsed, dict) or name not in self.known_tools or name in self.channel_names)
-        fields = parsed if isinstance(parsed, dict) else {}
-        command, path = fields.get("command"), fields.get("path")
-        programs = sandbox.programs(command) if name == "bash" and isinstance(command, str) else []
-        paths = [path] if name in ("read", "write", "edit") and isinstance(path, str) else []
-        duration = (time.monotonic() - began) * 1000
-        with self.lock:
-            turn = self.s.turn
-            self.rec.tool_call(ToolRow(turn, int(info.get("step", self.s.step)), call_id, name, raw, programs, paths, duration, 0.0,
-                                       not failed, text[:RESULT_CAP] if failed else "", len(text), "", malformed))
-            counters = self.stats if self.stats is not None else self.s.ledger.cum
-            counters.tool_calls += 1
-            counters.tool_s += duration / 1000
-            counters.malformed_calls += int(malformed)
+    def _refused_row(self, call_id: str, text: str) -> None:
+        """A row for a call the model made that Pi refused before it reached the channel (a tool the run does not
+        have, arguments that are no JSON object or fail the catalog's schema): the model's call as the server gave
+        it, Pi's refusal as the request shows it to the model."""
+        info = self.calls.get(call_id)
+        if info is None or call_id in self.rowed:
+            return
+        self.rowed.add(call_id)
+        self.rec.tool_call(ToolRow(self.s.turn, int(info["step"]), call_id, info["name"], info["arguments"], [], [], 0.0, 0.0, False,
+                                   text[:RESULT_CAP], len(text), "", True))
+        counters = self.stats if self.stats is not None else self.s.ledger.cum
+        counters.tool_calls += 1
+        counters.malformed_calls += 1
 
     def _log_unsent_results(self) -> None:
-        """Tool results the model never got (the turn or the run ended first): into the trace from Pi's events."""
-        for call_id, (name, text) in self.results.items():
+        """Tool results the model never got (the turn or the run ended first): into the trace as the channel answered."""
+        for call_id, (name, text) in self.answered.items():
             if call_id not in self.logged:
                 self._log_tool({"role": "tool", "tool_call_id": call_id, "content": text}, name)
 
@@ -517,9 +508,11 @@ class PiRun:
             self.s.system_chars = len(system)
             self._event("message", message={"role": "system", "content": system}, harness="pi")
         for message in wire.tool_messages(body):
-            if message["tool_call_id"] not in self.logged:
-                name = (self.calls.get(message["tool_call_id"]) or {}).get("name") or self.results.get(message["tool_call_id"], ("",))[0]
-                self._log_tool(message, name)
+            call_id = message["tool_call_id"]
+            if call_id not in self.logged:
+                if call_id not in self.outcomes:
+                    self._refused_row(call_id, message["content"])
+                self._log_tool(message, (self.calls.get(call_id) or {}).get("name") or "")
 
     def _log_tool(self, message: dict, name: str) -> None:
         message = {**message, "name": name}
@@ -546,7 +539,6 @@ class PiRun:
             info = self.calls.get(call_id) or {}
             turn, step = self.s.turn, int(info.get("step", self.s.step))
         with self.tool_lock:
-            self._pull(name, args)
             try:
                 out = self.ctx.toolset.call(name, args)
             except BackendError as exc:
@@ -554,7 +546,6 @@ class PiRun:
                     self.rec.tool_call(ToolRow(turn, step, call_id, str(name), info.get("arguments") or json.dumps(args, default=str),
                                                [], [], 0.0, 0.0, False, str(exc), 0, "", False))
                     return self._refuse(Stop("tool_error", str(exc)), "the tool's backend failed; the run stops", 500)
-            note = self._push(out)
         with self.lock:
             counters = self.stats if self.stats is not None else self.s.ledger.cum
             counters.tool_calls += 1
@@ -562,40 +553,12 @@ class PiRun:
             counters.setup_s += out.setup_ms / 1000
             counters.malformed_calls += int(out.malformed)
             self.outcomes[call_id] = out
+            self.answered[call_id] = (out.tool, out.output)
+            self.rowed.add(call_id)
             self.rec.tool_call(ToolRow(turn, step, call_id, out.tool, info.get("arguments") or out.arguments, list(out.programs),
                                        list(out.paths), out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars,
                                        out.delivered, out.malformed))
-        return Reply(200, {"ok": out.ok, "text": out.output + note})
-
-    def _pull(self, name: str, args: Any) -> None:
-        """embed_texts appends to a file the model may have changed in its box: bring that file to disk first."""
-        if name != "embed_texts" or self.box is None or self.box.work_view == self.ws.work:
-            return
-        rel = args.get("out", "embeddings.jsonl") if isinstance(args, dict) else None
-        if not isinstance(rel, str):
-            return
-        with contextlib.suppress(safefs.UnsafePath, OSError):
-            data = safefs.read_bytes(self.box.work_view, rel, cap=SESSION_CAP)
-            if data is not None:
-                safefs.write_bytes(self.ws.work, rel, data)
-
-    def _push(self, out: Outcome) -> str:
-        """What a dataroom tool wrote under work/ on disk (a delivered result, embed_texts' file), put in Pi's box."""
-        if self.box is None or self.box.work_view == self.ws.work or not out.ok:
-            return ""
-        wrote = [out.delivered] if out.delivered else []
-        if out.tool == "embed_texts" and isinstance(out.data, dict) and isinstance(out.data.get("path"), str):
-            wrote.append(out.data["path"])
-        for rel in wrote:
-            data = safefs.read_bytes(self.ws.work, rel, cap=SESSION_CAP)
-            try:
-                if data is None:
-                    raise safefs.UnsafePath(f"{rel}: not written")
-                safefs.write_bytes(self.box.work_view, rel, data)
-                _hand_over(self.box.work_view, rel)
-            except (safefs.UnsafePath, OSError) as exc:
-                return f"\n[searchbox: {rel} could not be placed in your working directory: {exc}]"
-        return ""
+        return Reply(200, {"ok": out.ok, "text": out.output})
 
     # ---- bookkeeping --------------------------------------------------------------------------------------
     def _event(self, kind: str, **data: Any) -> None:
@@ -618,8 +581,29 @@ class PiRun:
             "withheld_answers": s.withheld, "usage_check": (check := usage_check(self.run_pi / "session.jsonl", s)),
             "usage_agree": check["agree"],
             "channel_requests": self.channel.requests if self.channel else 0, "channel_refused": self.channel.refused if self.channel else 0,
+            "channel_strangers": self.channel.strangers if self.channel else 0,
             "box_killed": list(self.box.killed) if self.box else [],
         }
+
+
+def why_gone(stderr: str, exit_code: Optional[int], node_version: str) -> str:
+    """Why Pi ended, from its stderr: the extension's last JSON error record (Pi's own error: ENOSPC, EROFS, ...);
+    without one (a signal, a native abort), how it exited and its last line that is not Node's version trailer."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if not line.startswith("{") or ERROR_KEY not in line:
+            continue
+        try:
+            record = json.loads(line).get(ERROR_KEY)
+        except (ValueError, RecursionError, AttributeError):
+            continue
+        if isinstance(record, dict):
+            code = f" [{record.get('code')}]" if record.get("code") else ""
+            return f"{record.get('name')}{code}: {record.get('message')} ({record.get('origin')})"
+    trailer = {f"Node.js {node_version}", f"Node.js v{node_version.lstrip('v')}"}
+    said = [line for line in lines if line not in trailer]
+    how = f"killed by signal {-exit_code}" if isinstance(exit_code, int) and exit_code < 0 else f"exit {exit_code}"
+    return f"{how}: {said[-1]}" if said else how
 
 
 def usage_check(session: Path, s: PiState) -> dict:

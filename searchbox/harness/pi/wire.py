@@ -110,10 +110,3 @@ def system_of(body: dict) -> Optional[str]:
     messages = body.get("messages") or []
     first = messages[0] if messages and isinstance(messages[0], dict) else {}
     return text_of(first.get("content")) if first.get("role") in ("system", "developer") else None
-
-
-def result_text(result: Any) -> str:
-    """A tool result of Pi's events ({content: [{type: text, text}]}) as text."""
-    if not isinstance(result, dict):
-        return ""
-    return "".join(str(p.get("text", "")) for p in result.get("content") or [] if isinstance(p, dict) and p.get("type") == "text")
