@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -476,5 +477,15 @@ def read_spec(run_dir: Path) -> Optional["RunSpec"]:
 
 
 def read_state(run_dir: Path) -> Optional[dict]:
-    path = Path(run_dir) / STATE_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    """state.json, the checkpoint a resume continues (never through a link, capped, depth-limited), or None when there
+    is none; DamagedArtifact when it is there but empty, garbage, nested too deep or not an object naming its harness."""
+    from . import artifacts
+
+    if not os.path.lexists(Path(run_dir) / STATE_FILE):
+        return None
+    state = artifacts.read_json(run_dir, STATE_FILE, artifacts.STATE_CAP)
+    if not isinstance(state, dict):
+        raise artifacts.DamagedArtifact(f"{STATE_FILE}: holds {type(state).__name__}, not a checkpoint object")
+    if not isinstance(state.get("harness", "native"), str):
+        raise artifacts.DamagedArtifact(f"{STATE_FILE}: its harness is not a name")
+    return state
