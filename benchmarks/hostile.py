@@ -1,6 +1,6 @@
 """Hostile battery: every attack in tests/hostile_attempts.py, tried once, reported as attempted/held.
 
-    python benchmarks/hostile.py [--out results/benchmarks] [-k SUBSTRING]
+    python benchmarks/hostile.py [--out results/benchmarks] [-k SUBSTRING [--stem NAME]]
 
 Writes hostile.json (one row per attempt: group, what it tries, held | breached | unavailable, what
 held or what got through, seconds) and hostile.md. The same attempts run as tests in
@@ -66,7 +66,7 @@ def markdown(result: dict) -> str:
              f"{result['seconds']:.0f} s in all; load average (1, 5, 15 min) {result['machine']['load_before']} before, "
              f"{result['machine']['load_after']} after (only held or not is measured: times are what this load gave). "
              + (f"{result['machine']['load_note']}. " if result["machine"].get("load_note") else "") +
-             "Each attempt is also a test (tests/test_hostile.py).",
+             "This machine is shared with other agents' work. Each attempt is also a test (tests/test_hostile.py).",
              "",
              "| group | attempt | what it tries | outcome | what held / what got through | s |",
              "|---|---|---|---|---|---|"]
@@ -80,6 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     parser.add_argument("-k", default="", help="only attempts whose name contains this")
+    parser.add_argument("--stem", default="", help="with -k: write the slice as NAME.json/NAME.md (e.g. --out results/benchmarks/hostile --stem rundirs)")
     args = parser.parse_args()
     chosen = [a for a in ATTEMPTS if args.k in a.name]
     start, load_before = time.monotonic(), load()
@@ -92,11 +93,12 @@ def main() -> int:
     result = {"attempted": len(rows), **count, "seconds": round(time.monotonic() - start, 1), "machine": {**machine(), "load_before": load_before, "load_after": load()},
               "attempts": rows}
     print(f"\nattempted {result['attempted']}, held {count['held']}, breached {count['breached']}, unavailable {count['unavailable']}")
-    if not args.k:
+    if not args.k or args.stem:
+        stem = args.stem or "hostile"
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "hostile.json").write_text(json.dumps(result, indent=2) + "\n")
-        (args.out / "hostile.md").write_text(markdown(result))
-        print(f"-> {args.out / 'hostile.json'}, {args.out / 'hostile.md'}")
+        (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / f"{stem}.md").write_text(markdown(result))
+        print(f"-> {args.out / (stem + '.json')}, {args.out / (stem + '.md')}")
     return 0 if count["breached"] == 0 else 1
 
 

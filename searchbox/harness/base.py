@@ -77,6 +77,11 @@ class Harness(abc.ABC):
         """What the run key needs beyond the config: the harness's own version and whatever searchbox adds to it."""
         return {}
 
+    def restore(self, checkpoint: dict) -> Any:
+        """The state a checkpoint holds, checked whole (shape and types): a resume calls it before it writes anything,
+        so a damaged state.json is one line (SearchboxError) and leaves the run as it was."""
+        return checkpoint
+
     @abc.abstractmethod
     def run(self, ctx: RunContext) -> None:
         """Run a new run to a stop."""

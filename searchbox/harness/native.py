@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .agent import Agent, restore
+from .agent import Agent, LoopState, restore
 from ..model.protocol import JsonProtocol, NativeProtocol, choose
 from .base import Harness, RunContext
 
@@ -17,6 +17,9 @@ class NativeHarness(Harness):
         ctx.record.protocol = protocol.name
         ctx.recorder.write_record()  # protocol and context window on disk before the first call (a live dashboard reads them)
         Agent(ctx, protocol).run()
+
+    def restore(self, checkpoint: dict) -> LoopState:
+        return restore(checkpoint)
 
     def resume(self, ctx: RunContext, checkpoint: dict) -> None:
         state = restore(checkpoint)

@@ -42,10 +42,21 @@ def load(cls: type[T], data: Any) -> T:
     if unknown or missing:
         raise ValueError(f"{cls.__name__}: checkpoint has unknown fields {unknown} and lacks {missing}")
     hints = typing.get_type_hints(cls)
-    return cls(**{f.name: _load(hints[f.name], data[f.name]) for f in kept})
+    values = {}
+    for f in kept:
+        try:
+            values[f.name] = _load(hints[f.name], data[f.name])
+        except ValueError as exc:
+            raise ValueError(f"{cls.__name__}.{f.name}: {exc}") from None
+    return cls(**values)
+
+
+_PLAIN = {int: (int,), float: (int, float), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}
 
 
 def _load(tp: Any, value: Any) -> Any:
+    """value as the field type tp: a checkpoint of another shape (a count given as text, a list for an object) is a
+    ValueError here, not a TypeError deep in a resumed loop after it wrote."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -54,4 +65,7 @@ def _load(tp: Any, value: Any) -> Any:
         return _load(options[0], value) if len(options) == 1 else value
     if dataclasses.is_dataclass(tp):
         return load(tp, value)
-    return value
+    allowed = _PLAIN.get(origin or tp)
+    if allowed is not None and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+        raise ValueError(f"expected {getattr(origin or tp, '__name__', tp)}, got {type(value).__name__}")
+    return float(value) if tp is float else value

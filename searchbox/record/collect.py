@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 
 from .. import SCHEMA_VERSION
 from ..config import stable_hash
-from .record import TOOL_SCHEMA, TURN_SCHEMA, read_meta, read_spec
-
-DONE = "DONE"  # marker written last, atomically, when a run (and its grading) finished
+from . import artifacts, done
+from .done import DONE  # noqa: F401 - re-exported: the marker every reader of run folders names
+from .record import TOOL_SCHEMA, TURN_SCHEMA, read_spec
+from .stale import QuestionTexts
 MALFORMED = "(malformed)"  # how schema-1 runs logged a malformed reply in tool_calls
 DESIGN_META = b"searchbox_design"
 # Run-level design facts besides config and axes: what the agent searched and what answered.
@@ -36,14 +37,15 @@ DROPPED_GRADES = ("retrieval_hit",)  # schema-1 grade from paths named in argume
 
 
 def run_dirs(sweep_dirs: Iterable[Path]) -> list[Path]:
-    """Finished run directories under each sweep's runs/ (or the dirs themselves when they are runs)."""
+    """Run directories with a DONE marker under each sweep's runs/ (or the dirs themselves when they are runs);
+    links are not followed (collect then checks each: done.check)."""
     out = []
     for d in sweep_dirs:
         d = Path(d)
-        if (d / DONE).exists():
+        if done.marked(d):
             out.append(d)
             continue
-        out.extend(sorted(p.parent for p in d.glob(f"runs/*/{DONE}")))
+        out.extend(p for p in sorted((d / "runs").glob("*")) if done.marked(p))
     return out
 
 
@@ -126,22 +128,35 @@ def prompt_identity(run_dir: Path) -> Optional[str]:
     return stable_hash(spec.prompt, spec.server_args, spec.harness, length=12) if spec else None
 
 
-def collect(sweep_dirs: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The three tables of every finished run under sweep_dirs, each run once."""
-    kept: dict[str, tuple[Path, dict]] = {}
+def collect(sweep_dirs: Iterable[Path], left_out: Optional[list[str]] = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The three tables of every finished run under sweep_dirs, each run once.
+
+    A run folder that cannot be trusted (done.check: a damaged record or table, a link) and a run whose question was
+    reworded or removed from its file since (stale.py) are left out; `left_out` gets one line for each."""
+    notes = left_out if left_out is not None else []
+    texts = QuestionTexts()
+    kept: dict[str, tuple[Path, dict, pd.DataFrame, pd.DataFrame]] = {}
     for rd in run_dirs(sweep_dirs):
-        meta = read_meta(rd)
+        try:
+            meta = done.read_record(rd).to_dict()
+            t = _table(rd, "turns.parquet", TURN_SCHEMA)
+            c = _table(rd, "tool_calls.parquet", TOOL_SCHEMA)
+        except artifacts.DamagedArtifact as exc:
+            notes.append(done.Damaged(rd, str(exc)).line())
+            continue
+        why = texts.why_stale(meta)
+        if why is not None:
+            notes.append(f"{rd}: stale run left out ({why})")
+            continue
         run_id = meta.get("run_id") or rd.name
         kept.pop(run_id, None)  # the same run collected twice (a dir given twice, merged sweeps): the last one wins
-        kept[run_id] = (rd, meta)
+        kept[run_id] = (rd, meta, t, c)
     runs, turns, calls, design = [], [], [], {}
-    for run_id, (rd, meta) in kept.items():
+    for run_id, (rd, meta, t, c) in kept.items():
         row = flatten_meta(meta)
         row["run_id"], row["run_dir"] = run_id, str(rd)
         row["prompt_identity"] = prompt_identity(rd)
         design.update(dict.fromkeys(design_of(meta)))
-        t = pd.read_parquet(rd / "turns.parquet") if (rd / "turns.parquet").exists() else TURN_SCHEMA.empty_table().to_pandas()
-        c = pd.read_parquet(rd / "tool_calls.parquet") if (rd / "tool_calls.parquet").exists() else TOOL_SCHEMA.empty_table().to_pandas()
         c, t = _upgrade_malformed(c, t, row)
         runs.append(row)
         turns.append(t.assign(run_id=run_id))
@@ -156,8 +171,15 @@ def collect(sweep_dirs: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.
     return runs_df, turns_df, calls_df
 
 
+def _table(rd: Path, name: str, schema: pa.Schema) -> pd.DataFrame:
+    """A run's table (its known columns, each of its type), or an empty one when the run has none."""
+    if not artifacts.exists(rd, name) and not (rd / name).is_symlink():
+        return schema.empty_table().to_pandas()
+    return artifacts.read_table(rd, name, schema).to_pandas()
+
+
 def _axes_keys(kept: dict) -> set:
-    return {k for _, meta in kept.values() for k in (meta.get("axes") or {})}
+    return {k for _, meta, *_ in kept.values() for k in (meta.get("axes") or {})}
 
 
 def _with_run_columns(frames: list[pd.DataFrame], schema: pa.Schema, runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -209,7 +231,10 @@ def main(argv=None) -> int:
     if args.out is None and len(args.dirs) != 1:
         parser.error("--out is required when merging several sweeps")
     out = args.out or args.dirs[0]
-    runs, turns, calls = collect(args.dirs)
+    left_out: list[str] = []
+    runs, turns, calls = collect(args.dirs, left_out)
+    for line in left_out:
+        print(line, file=sys.stderr)
     write(out, runs, turns, calls)
     print(f"{len(runs)} runs, {len(turns)} turns, {len(calls)} tool calls -> {out}")
     return 0

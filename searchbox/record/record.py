@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -279,6 +280,44 @@ class RunRecord:
         kwargs["schema_version"] = SCHEMA_VERSION
         return cls(**kwargs)
 
+    @classmethod
+    def parse(cls, data: Any) -> "RunRecord":
+        """A record from run_meta.json's value, strictly: an object whose known fields have their declared types
+        (nested records too) and that names its run; ValueError names the first field that does not."""
+        if not isinstance(data, dict):
+            raise ValueError(f"run_meta.json holds {type(data).__name__}, not an object")
+        _check_fields(cls, data, "")
+        if not isinstance(data.get("run_id"), str) or not data["run_id"]:
+            raise ValueError("run_meta.json: run_id missing or empty")
+        return cls.from_dict(data)
+
+
+_NESTED = {"Served": Served, "DataroomInfo": DataroomInfo, "Tokens": Tokens, "Gold": Gold}
+_PLAIN = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,), "list": (list,)}
+
+
+def _check_fields(cls: type, data: dict, where: str) -> None:
+    """Every known field of data has the type its declaration says (annotations are text here: `from __future__`)."""
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value, name = data[f.name], f"{where}{f.name}"
+        kind = str(f.type)
+        optional = kind.startswith("Optional[")
+        kind = kind[len("Optional["):-1] if optional else kind
+        if value is None and optional:
+            continue
+        if kind in _NESTED:
+            if not isinstance(value, dict):
+                raise ValueError(f"run_meta.json: {name} is {type(value).__name__}, expected an object")
+            _check_fields(_NESTED[kind], value, name + ".")
+            continue
+        types = _PLAIN.get(kind)
+        if types is None:
+            continue
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            raise ValueError(f"run_meta.json: {name} is {type(value).__name__}, expected {kind}")
+
 
 def upgrade(data: dict) -> dict:
     """Bring an older run_meta.json to the current schema (v1: untyped, model id in `model`, gold_answer top level)."""
@@ -438,5 +477,15 @@ def read_spec(run_dir: Path) -> Optional["RunSpec"]:
 
 
 def read_state(run_dir: Path) -> Optional[dict]:
-    path = Path(run_dir) / STATE_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    """state.json, the checkpoint a resume continues (never through a link, capped, depth-limited), or None when there
+    is none; DamagedArtifact when it is there but empty, garbage, nested too deep or not an object naming its harness."""
+    from . import artifacts
+
+    if not os.path.lexists(Path(run_dir) / STATE_FILE):
+        return None
+    state = artifacts.read_json(run_dir, STATE_FILE, artifacts.STATE_CAP)
+    if not isinstance(state, dict):
+        raise artifacts.DamagedArtifact(f"{STATE_FILE}: holds {type(state).__name__}, not a checkpoint object")
+    if not isinstance(state.get("harness", "native"), str):
+        raise artifacts.DamagedArtifact(f"{STATE_FILE}: its harness is not a name")
+    return state

@@ -14,7 +14,8 @@ from .. import knobs
 from ..config import TOKEN_METRICS, RunConfig
 from ..corpus.dataroom import packaged_corpus, remove_tree
 from ..errors import SearchboxError, cli, sigterm_as_interrupt
-from ..record.record import read_record
+from ..record import done
+from ..record.artifacts import DamagedArtifact
 from ..tools import select
 from .identity import dataroom_identity
 from .runner import endpoint_for, execute, resume
@@ -88,8 +89,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     if args.resume is not None:
-        record = read_record(args.resume) if (args.resume / "run_meta.json").exists() else None
-        cfg = RunConfig.from_dict(record.config) if record else RunConfig()
+        try:  # the same strict read the resume does: a damaged record is one line, before any server starts
+            record = done.read_record(args.resume) if os.path.lexists(args.resume / "run_meta.json") else None
+            cfg = RunConfig.from_dict(record.config) if record else RunConfig()
+        except DamagedArtifact as exc:
+            raise SearchboxError(f"{args.resume}: cannot resume: {exc}") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise SearchboxError(f"{args.resume}: cannot resume: its config does not load ({str(exc)[:200]})") from None
         _apply_thread_plan(cfg, args.endpoint)
         with endpoint_for(cfg, args.endpoint) as url:
             meta = resume(args.resume, url, args.budget)

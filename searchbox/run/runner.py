@@ -23,7 +23,9 @@ from ..model.served import served_key
 from ..record.spec import RunSpec
 from .identity import resolve, resolved_protocol
 from ..model.llm import ChatClient, parse_metrics
-from ..record.record import DataroomInfo, Gold, Recorder, RunRecord, read_record, read_spec, read_state
+from ..record import done
+from ..record.artifacts import DamagedArtifact
+from ..record.record import DataroomInfo, Gold, Recorder, RunRecord, read_spec, read_state
 from ..tools import ToolContext, Toolset, select
 from ..tools.sandbox import quota_record, resolve_mode
 
@@ -204,21 +206,31 @@ def _spec_of(run_dir: Path, cfg: RunConfig, record: RunRecord) -> RunSpec:
 def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None, should_pause: Optional[Callable[[], bool]] = None) -> dict:
     """Continue a stopped run from its last checkpoint (a finished step or turn), same run_id, accounting continuous."""
     run_dir = Path(run_dir)
-    if not (run_dir / "run_meta.json").exists():
+    if not os.path.lexists(run_dir / "run_meta.json"):
         raise SearchboxError(f"{run_dir}: not a run directory (no run_meta.json)")
-    record = read_record(run_dir)
-    state = read_state(run_dir)
+    # Everything a resume reads is checked before anything is written: a damaged run is named in one line and left as it is.
+    try:
+        record = done.read_record(run_dir)
+        state = read_state(run_dir)
+    except DamagedArtifact as exc:
+        raise SearchboxError(f"{run_dir}: cannot resume: {exc}") from None
     if state is None:
         raise SearchboxError(f"{run_dir}: no checkpoint to resume from (state.json missing)")
-    cfg = RunConfig.from_dict(record.config)
+    try:
+        cfg = RunConfig.from_dict(record.config)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SearchboxError(f"{run_dir}: cannot resume: its config does not load ({str(exc)[:200]})") from None
     if budget is not None:
         cfg.harness.budget = budget
     cfg.validate()
     kind = state.get("harness", "native")  # checkpoints from before the harness seam are the native loop's
     if kind != cfg.harness.kind:
         raise SearchboxError(f"{run_dir}: its checkpoint is the {kind} harness's, its config says {cfg.harness.kind}")
+    if kind not in harnesses.kinds():
+        raise SearchboxError(f"{run_dir}: cannot resume: its checkpoint names no known harness")
     harness = harnesses.load(kind)
     harness.check(cfg)
+    harness.restore(state)  # the checkpoint's shape and types, before the record is touched
     if record.stop_reason in TERMINAL_STOPS and cfg.harness.budget_unit == "turns" and cfg.harness.budget <= record.turns:
         raise SearchboxError(f"{run_dir}: finished ({record.stop_reason}, {record.turns} turns); pass a budget above {record.turns} to continue")
     with contextlib.suppress(FileNotFoundError):

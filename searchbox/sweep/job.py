@@ -220,14 +220,14 @@ class Progress:
         return set().union(*self.done_by_job.values()) if self.done_by_job else set()
 
     def count(self) -> int:
-        from ..record.collect import DONE
+        from ..record import done
 
         if self.clock() - self.counted_at >= self.REFRESH_S:
             for f in self.plans.glob("*.keys"):
                 if not f.stem.isdigit():
                     continue
                 seen = self.done_by_job.setdefault(int(f.stem), set())
-                seen |= {k for k in set(f.read_text().split()) - seen if (self.runs_root / k / DONE).exists()}
+                seen |= {k for k in set(f.read_text().split()) - seen if done.is_done(self.runs_root / k)}
             self.counted_at = self.clock()
         return len(self.done)
 
@@ -429,6 +429,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     job_num spreads jobs running at once over a shared pool: each starts with a different endpoint first
     (the pools of separate processes cannot see each other's load)."""
     from ..harness.agent import INFRA_STOPS
+    from ..record import done
     from ..record.collect import DONE, collect, write
     from ..corpus.dataroom import builtin_dataroom, remove_tree
     from ..grading import Judge, grade, load_questions
@@ -436,7 +437,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from ..run.identity import dataroom_identity, resolve, resolved_protocol
     from ..model.llm import ChatClient
     from ..model.pool import open_pool
-    from ..record.record import Gold, read_meta, update_grades
+    from ..record.record import Gold, update_grades
     from .. import harness as harnesses
     from ..run.runner import RunInfo, execute
     from ..tools import select
@@ -474,9 +475,12 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 key = spec.key
                 keys.append(key)
                 specs[key], cfgs[key] = spec, cfg_e
-                if (runs_root / key / DONE).exists():
+                why = done.check(runs_root / key)
+                if why is None:
                     counts["skipped"] += 1
                 else:
+                    if done.marked(runs_root / key):  # a DONE marker beside a damaged record: no result, so it is redone
+                        print(f"[sweep] {q.id}: run {key} is damaged ({why}); redoing it", file=sys.stderr, flush=True)
                     todo.append((q, key))
         if todo:  # before the pace clock starts, on every core while the model idles, before the thread plan applies
             prepare_index(cfg, dataroom)
@@ -501,8 +505,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             with sweepdir.claim_run(runs_root, key, give_up=stop.is_set) as mine:
                 if not mine:
                     return Outcome(q, {"stop_reason": "paused"}, False, None, 0, key)
-                if (runs_root / key / DONE).exists():  # the other one finished it meanwhile
-                    return Outcome(q, read_meta(runs_root / key), True, None, 0, key)
+                if done.is_done(runs_root / key):  # the other one finished it meanwhile
+                    return Outcome(q, done.read_record(runs_root / key).to_dict(), True, None, 0, key)
                 try:
                     return run_claimed(q, key)
                 except OSError as exc:  # a full disk: the run records its stop where it can; the sweep ends in one line
@@ -522,7 +526,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 info.slot = ep.slot  # the run is pinned to this llama-server slot, erased before its first request
                 try:
                     for stale in [final, *sweepdir.leftovers(runs_root, key)]:
-                        if stale.exists():  # an unfinished attempt (ours alone to remove: the run is claimed): redo it
+                        if os.path.lexists(stale):  # unfinished, damaged, or a link in its place (ours alone to remove: claimed): redo it
                             remove_tree(stale)
                     meta = execute(cfgs[key], q.question, dataroom, tmp, ep.url, info=info,
                                    should_pause=lambda: stop.is_set() or (tmp / "PAUSE").exists())
@@ -646,7 +650,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf, open_dict
 
-    from ..record.collect import DONE
+    from ..record.done import is_done
     from ..grading import load_questions
     from ..run.identity import dataroom_identity, run_key
     from .plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record, run_s
@@ -676,7 +680,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         if found is not None:
             served, protocol = found
             data_id = dataroom_identity(dataroom)
-            done = sum((sweep_dir / "runs" / run_key(c, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
+            done = sum(is_done(sweep_dir / "runs" / run_key(c, q.id, q.question, data_id, served, protocol=protocol, gold=q))
                        for c in map(sc.run_config, range(sc.epochs)) for q in questions)
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
         rate = load_rate(sc.model.name, _tools_label(sc.tools.select))  # this machine's, for the model and tool tier
@@ -826,7 +830,10 @@ class SweepCallback(_Callback):
         code = 0
         try:
             sweep_dir = Path(config.hydra.sweep.dir)
-            runs, turns, calls = collect([sweep_dir])
+            left_out: list[str] = []
+            runs, turns, calls = collect([sweep_dir], left_out)
+            for line in left_out:
+                print(f"[sweep] {line}", file=sys.stderr)
             write(sweep_dir, runs, turns, calls)
             print(f"[sweep] {len(runs)} runs -> {sweep_dir}/runs.parquet", file=sys.stderr)
             code = report(sweep_dir)  # every run of this launch that did not finish, with its reason

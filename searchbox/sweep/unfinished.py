@@ -49,7 +49,7 @@ class JobNotes:
 
 def unfinished(sweep_dir: Path, jobs: Optional[Iterable[int]] = None) -> list[dict]:
     """Every run of the current launch (or of the given jobs) without a DONE marker, with why (last noted reason)."""
-    from ..record.collect import DONE
+    from ..record.done import is_done
 
     folder, runs_root = launch_dir(sweep_dir), Path(sweep_dir) / "runs"
     wanted = None if jobs is None else {str(j) for j in jobs}
@@ -75,7 +75,7 @@ def unfinished(sweep_dir: Path, jobs: Optional[Iterable[int]] = None) -> list[di
                 continue
     out = []
     for key, question_id in owned.items():
-        if (runs_root / key / DONE).exists():
+        if is_done(runs_root / key):
             continue
         out.append(notes.get(key) or {"question_id": question_id, "key": key, "label": "", "stop_reason": "not finished",
                                       "detail": NOT_RUN})

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
+from .. import bounds
 from ..config import DataroomLimits
 from ..corpus.dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
@@ -425,17 +426,57 @@ def parse_budget(value: Any, unit: str, settings: WebSettings) -> int:
     return budget
 
 
+BODY_CAP = 64 * 1024  # bytes of a small request's body (a resume's new budget)
+BODY_DEPTH = 8  # levels of JSON nesting it may have
+
+
 async def body_fields(request: Request) -> dict:
+    """A small request's fields: a JSON body is read to at most BODY_CAP bytes and BODY_DEPTH levels (else 413 or
+    400 with the reason), never handed whole to a recursive parser."""
     ctype = request.headers.get("content-type", "")
     if "json" in ctype:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > BODY_CAP:
+                raise TooLarge(f"body: larger than {BODY_CAP // 1024} KiB")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if nesting(raw, BODY_DEPTH) > BODY_DEPTH:  # counted before parsing: a deep body never reaches the parser
+            raise BadInput(f"body: nested deeper than {BODY_DEPTH} levels")
         try:
-            data = await request.json()
+            data = bounds.loads(raw)
         except ValueError:
             raise BadInput("body: not valid JSON") from None
         return data if isinstance(data, dict) else {}
     if "form" in ctype:
         return dict(await request.form(max_files=0, max_fields=16))
     return dict(request.query_params)
+
+
+def nesting(raw: bytes, limit: int) -> int:
+    """How deep JSON text nests its arrays and objects (brackets inside strings not counted), stopping past limit."""
+    level = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            level += 1
+            if level > deepest:
+                deepest = level
+                if deepest > limit:
+                    return deepest
+        elif byte in (0x5D, 0x7D):
+            level -= 1
+    return deepest
 
 
 async def save_upload(upload, dest: Path, cap: int) -> None:

@@ -372,30 +372,15 @@ def answer(run_dir: Path) -> dict:
 
 def result(run_dir: Path) -> dict:
     """The point of the run beside its answer: gold, grades (with why `correct` says what it says) and which gold files'
-    answer-bearing passages reached the agent. Grades are the recorded ones; the why is recomputed from the run's files."""
+    answer-bearing passages reached the agent. Grades are the recorded ones; the why is recomputed from the run's files,
+    in a child process with a time bound (recompute.py), never in the request's path."""
     meta = read_meta(run_dir) or {}
     out: dict[str, Any] = {"question": meta.get("question"), "gold": meta.get("gold"), "grades": meta.get("grades") or {},
                            "verdict": None, "evidence": None, "status": meta.get("status")}
-    from ..grading import Question, explain, read_answer
+    if meta.get("status") == "complete" and meta.get("gold"):
+        from .recompute import bounded
 
-    question = Question.from_record(meta)
-    if question is None or meta.get("status") != "complete":
-        return out
-    answer = read_answer(Path(run_dir))
-    try:
-        part, why = explain(answer, question)
-        out["verdict"] = {**why.as_dict(), "claim": part.claim[:1000]}
-    except Exception as exc:  # a grader bug must not cost the page; say so where the reason would be
-        out["verdict"] = {"reason": f"could not recompute: {type(exc).__name__}"}
-    if question.gold_files:
-        try:
-            from ..grading.evidence import of_run
-
-            ev = of_run(Path(run_dir), question.gold_files, question.golds)
-            out["evidence"] = {"recall": ev.recall, "first_turn": ev.first_turn, "tools": ev.tools,
-                               "files": [{"path": f, "measured": f in ev.measured, "received": f in ev.received} for f in ev.gold]}
-        except Exception as exc:
-            out["evidence"] = {"error": f"could not recompute: {type(exc).__name__}"}
+        out.update(bounded(Path(run_dir)))
     return json_safe(out)
 
 

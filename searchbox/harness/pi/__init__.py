@@ -35,6 +35,11 @@ class PiHarness(Harness):
 
         PiRun(ctx, require_pi()).run()
 
+    def restore(self, checkpoint: dict):
+        from .loop import restore
+
+        return restore(checkpoint)
+
     def resume(self, ctx: RunContext, checkpoint: dict) -> None:
         from .install import require_pi
         from .loop import PiRun, restore
