@@ -428,7 +428,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from ..corpus.dataroom import builtin_dataroom, remove_tree
     from ..grading import Judge, grade, load_questions
     from ..config import resolved_today
-    from ..run.identity import dataroom_identity, resolve, resolved_protocol
+    from ..run.identity import dataroom_identity, resolve, resolved_protocol, with_limits
     from ..model.llm import ChatClient
     from ..model.pool import open_pool
     from ..record.record import Gold, read_meta, update_grades
@@ -458,10 +458,12 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         first = job_num % len(urls)
         pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
         cfg.harness.today = resolved_today(cfg.harness)  # every run of the job says (and is keyed by) one date, past midnight too
-        protocol = resolved_protocol(cfg, ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None)
+        probe_client = ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None
+        protocol = resolved_protocol(cfg, probe_client)
+        got, _ = with_limits(cfg, probe_client)  # keyed by the window and max_tokens the server really gives (execute redoes it)
         todo, keys, specs = [], [], {}
         for q in questions:
-            spec = resolve(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q)  # the run uses this very object
+            spec = resolve(got, q.id, q.question, data_id, served, protocol=protocol, gold=q)  # the run uses this very object
             key = spec.key
             keys.append(key)
             specs[key] = spec
@@ -639,7 +641,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
 
     from ..record.collect import DONE
     from ..grading import load_questions
-    from ..run.identity import dataroom_identity, run_key
+    from ..run.identity import dataroom_identity, run_key, with_limits
     from .plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record, run_s
 
     overrides = sweep_grid(config)
@@ -655,6 +657,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
             del job_cfg["hydra"]
         composed.append(OmegaConf.to_object(job_cfg))
     served_by: dict[Any, Any] = {}
+    server_slots = 0
     points = []
     questions_n = measured = 0
     for num, (job, sc) in enumerate(zip(jobs, composed)):
@@ -665,10 +668,13 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         found = _served_for(cfg, served_by)
         done = None
         if found is not None:
-            served, protocol = found
+            served, protocol, client = found
+            got, limits = with_limits(cfg, client)  # keyed as the job will key it: by the limits the server gives
             data_id = dataroom_identity(dataroom)
-            done = sum((sweep_dir / "runs" / run_key(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
+            done = sum((sweep_dir / "runs" / run_key(got, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
                        for q in questions)
+            if limits.get("slots") and sc.sweep.workers is None:  # the job runs one per slot the server reports
+                server_slots = max(server_slots, limits["slots"])
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
         rate = load_rate(sc.model.name, _tools_label(sc.tools.select))  # this machine's, for the model and tool tier
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
@@ -680,6 +686,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         points = [dataclasses.replace(p, seconds=None) for p in points]
     exported = threads.exported()
     in_flight = exported.in_flight if exported else 1
+    in_flight = max(in_flight, server_slots)  # a server started by hand with -np 4 runs 4 at once, whatever the plan assumed
     info = json.loads((sweep_dir / "sweep.json").read_text())
     atomic_write(sweep_dir / ".launches" / str(info["launch"]) / "plan.json",
                  json.dumps(plan_record(points, swept, questions_n, in_flight, measured), indent=2))
@@ -687,15 +694,15 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
 
 
 def _served_for(cfg: RunConfig, cache: dict):
-    """What will serve a job and the tool protocol it will speak, as the job will find them (None when its server
-    starts only with the job, or does not answer now)."""
+    """What will serve a job, the tool protocol it will speak and the client that asked (for its limits), as the job
+    will find them (None when its server starts only with the job, or does not answer now)."""
     from ..model.served import served_identity
     from ..run.identity import resolved_protocol
     from ..model.llm import ChatClient
     from ..model.pool import probe
 
     if cfg.model.policy:
-        return served_identity(None, cfg, None), resolved_protocol(cfg)
+        return served_identity(None, cfg, None), resolved_protocol(cfg), None
     given = list(cfg.model.endpoints) or [u for u in [cfg.model.endpoint] if u]
     given = given or [u for u in os.environ.get(ENDPOINTS_ENV, "").split(",") if u] or [u for u in [os.environ.get("LLAMA_URL")] if u]
     if not given:
@@ -704,7 +711,7 @@ def _served_for(cfg: RunConfig, cache: dict):
     if (url, cfg.model.model, cfg.model.protocol) not in cache:
         client = ChatClient(cfg.model, url)
         cache[(url, cfg.model.model, cfg.model.protocol)] = (
-            None if probe(url) is not None else (served_identity(client, cfg, url), resolved_protocol(cfg, client)))
+            None if probe(url) is not None else (served_identity(client, cfg, url), resolved_protocol(cfg, client), client))
     return cache[(url, cfg.model.model, cfg.model.protocol)]
 
 
