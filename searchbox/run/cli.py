@@ -56,11 +56,15 @@ def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
     """This process's torch and BLAS pools from the thread plan (the embedded server sizes its own)."""
     from ..model import threads
 
+    from ..model import localserver
+
     embeds = any(s.tier != "builtin" for s in select(cfg.tools))
-    local = not (endpoint or cfg.model.endpoint or os.environ.get("LLAMA_URL") or cfg.model.policy)
+    url = endpoint or cfg.model.endpoint or os.environ.get("LLAMA_URL")
+    local = not (url or cfg.model.policy)
     shared = threads.whole_machine()
+    beside = localserver.find(url) if url and not cfg.model.policy else None  # a llama-server started by hand here
     threads.apply(threads.plan(threads.available_cores(), cfg.model.parallel, embeds, server_local=local, may_split=False,
-                               shared=shared, load=threads.other_load()[0] if shared else 0.0))
+                               shared=shared, load=threads.other_load()[0] if shared else 0.0, local_server=beside))
 
 
 @cli
@@ -104,5 +108,9 @@ def _main(args: argparse.Namespace) -> int:
     estimated = f", {t['estimated_calls']} calls estimated" if t["estimated_calls"] else ""
     print(f"{meta['stop_reason']}: {meta['turns']} turns, {meta['tool_calls']} tool calls, "
           f"{t['total']} tokens ({t['cached']} cached{estimated}), {meta['elapsed_s']:.1f}s, answer {meta['answer_chars']} chars ({meta['answer_source']})")
-    print(out / "work" / "ANSWER.md")
-    return 1 if meta["stop_reason"] in ("model_error", "tool_error") else 0
+    failed = meta["stop_reason"] in ("model_error", "tool_error")
+    if failed and meta.get("stop_detail"):  # the model's or server's own words, on one line (run_meta.json has them whole)
+        print("reason: " + " ".join(str(meta["stop_detail"]).split())[:500])
+    answer = out / "work" / "ANSWER.md"
+    print(answer if answer.is_file() else f"no answer written (the run is in {out})")
+    return 1 if failed else 0

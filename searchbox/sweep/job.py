@@ -291,7 +291,11 @@ def job_endpoints(cfg: RunConfig, sc: SweepConfig, sweep_dir: Optional[Path] = N
         if base and base.server_threads is not None:  # the sweep's own servers: the plan they were started with
             p = dataclasses.replace(base, runs=sc.sweep.workers) if sc.sweep.workers else base
         else:
-            p = threads.plan(cores, max(1, len(given) * cfg.model.parallel), embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False)
+            from ..model import localserver
+
+            beside = next((found for found in map(localserver.find, given) if found is not None), None)  # started by hand here
+            p = threads.plan(cores, max(1, len(given) * cfg.model.parallel), embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False,
+                             local_server=beside)
         yield given, p
         return
     from ..model.llama import stop_servers
