@@ -50,3 +50,30 @@ def served_key(served: Served) -> dict:
     if served.model_id:
         return {"model_id": served.model_id, "llama_cpp": served.llama_cpp}
     return {"endpoint": served.endpoint}
+
+
+# Config names that say nothing about the model behind an endpoint: the default preset's (what a CLI run against any
+# endpoint used to record) and the openai preset's. A run labelled by them is labelled by what the server serves.
+GENERIC_LABELS = frozenset({"smollm2-135m", "openai-compatible"})
+LABEL_CHARS = 80
+
+
+def label_of(model_id: str) -> str:
+    """A figure label for a served model id: llama-server reports the GGUF's path, whose file stem names it."""
+    name = model_id.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if name.lower().endswith(".gguf"):
+        name = name[: -len(".gguf")]
+    return (name or model_id)[:LABEL_CHARS]
+
+
+def model_label(cfg: RunConfig, served: Served) -> str:
+    """The model's label in the record and figures: the config's name, unless that is a generic preset name and the
+    server says what it serves (the bundled SmolLM2 under the default name keeps it)."""
+    from .llama import SMOLLM2
+
+    name = cfg.model.name
+    if cfg.model.policy or name not in GENERIC_LABELS or not served.model_id:
+        return name
+    if name == "smollm2-135m" and served.gguf_sha256 == SMOLLM2.sha256:
+        return name
+    return label_of(served.model_id)

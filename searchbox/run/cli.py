@@ -12,10 +12,10 @@ from .. import harness as harnesses
 from ..config import RunConfig
 from ..corpus.dataroom import packaged_corpus, remove_tree
 from ..errors import SearchboxError, cli, sigterm_as_interrupt
-from ..record.record import read_record
+from ..record.record import Gold, read_record
 from ..tools import select
 from .identity import dataroom_identity
-from .runner import endpoint_for, execute, resume
+from .runner import RunInfo, endpoint_for, execute, resume
 
 
 def prepare_out(out: Path, overwrite: bool) -> None:
@@ -49,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto")
     parser.add_argument("--run-ceiling", type=float, default=3600.0, help="seconds for the whole run")
+    parser.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default=None, help="search_dataroom's retriever (default dense)")
+    parser.add_argument("--noise", type=float, default=None, help="distractor bytes as a multiple of the dataroom's (noise axis)")
+    parser.add_argument("--seed", type=int, default=None, help="the model's sampling seed")
+    parser.add_argument("--temperature", type=float, default=None, help="the model's sampling temperature")
+    # The gold, so that the run can be graded (python -m searchbox.grade RUN_DIR): never shown to a model.
+    parser.add_argument("--gold", default=None, help="the gold answer the run is graded against")
+    parser.add_argument("--alias", action="append", default=[], help="another accepted form of the gold (repeatable)")
+    parser.add_argument("--gold-file", action="append", default=[], help="a dataroom file holding the answer (repeatable)")
+    parser.add_argument("--question-id", default="", help="the question's id in its question file")
+    parser.add_argument("--questions-path", default=None, help="the question file the question and gold come from")
     return parser
 
 
@@ -95,6 +105,18 @@ def _main(args: argparse.Namespace) -> int:
         h = cfg.harness
         h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
         h.sandbox, h.run_ceiling_s, h.delivery, h.kind = args.sandbox, args.run_ceiling, args.delivery, args.harness
+        if args.retriever:
+            cfg.retrieval.retriever = args.retriever
+        if args.noise is not None:
+            cfg.noise.ratio = args.noise
+        if args.seed is not None:
+            cfg.model.seed = args.seed
+        if args.temperature is not None:
+            cfg.model.temperature = args.temperature
+        gold = Gold(args.gold.strip(), [a for a in args.alias if a.strip()], list(args.gold_file)) if args.gold and args.gold.strip() else None
+        if gold is None and (args.alias or args.gold_file):
+            raise SearchboxError("--alias and --gold-file need --gold")
+        info = RunInfo(question_id=args.question_id, gold=gold, questions_path=args.questions_path)
         out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         cfg.validate()
         select(cfg.tools)
@@ -103,7 +125,7 @@ def _main(args: argparse.Namespace) -> int:
         prepare_out(out, args.overwrite)
         _apply_thread_plan(cfg, args.endpoint)
         with endpoint_for(cfg, args.endpoint) as url:
-            meta = execute(cfg, args.question, dataroom, out, url)
+            meta = execute(cfg, args.question, dataroom, out, url, info=info)
     t = meta["tokens"]
     estimated = f", {t['estimated_calls']} calls estimated" if t["estimated_calls"] else ""
     print(f"{meta['stop_reason']}: {meta['turns']} turns, {meta['tool_calls']} tool calls, "

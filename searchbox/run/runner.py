@@ -19,7 +19,7 @@ from ..corpus.dataroom import Workspace, make_read_only, make_writable, open_wor
 from ..errors import ConfigError, ModelError, SearchboxError
 from ..harness.base import RunContext
 from ..model.served import served_identity
-from ..model.served import served_key
+from ..model.served import model_label, served_key
 from ..record.spec import RunSpec
 from .identity import resolve, resolved_protocol, with_limits
 from ..model.limits import window_of
@@ -164,6 +164,7 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         if isinstance(client, ChatClient):  # its own llama-server slot, erased: a run never continues another's cache
             client.start_clean(info.slot)
         record.served = served_identity(client, cfg, endpoint)
+        record.model = model_label(cfg, record.served)  # what served it, where the config's name is only a preset's
         # The server's window and reply cap where they beat the config's (model.limits): the key covers what it gets.
         cfg, record.limits = with_limits(cfg, client if isinstance(client, ChatClient) else None, DEFAULT_CONTEXT)
         record.config = cfg.to_dict()

@@ -136,6 +136,11 @@ def axes_of(task_overrides: list[str], sc: SweepConfig) -> dict[str, Any]:
     }
     groups = {"tools.select": "tools", "backend.retriever": "retriever", "backend.embedder": "backend", "model.name": "model",
               "dataroom.name": "dataroom", "questions.name": "questions"}
+    named = {item.lstrip("+~").partition("=")[0] for item in task_overrides}
+    for part in ("dataroom", "questions"):  # a path given without a name is labelled by its file, not the default's name
+        path = getattr(sc, part).path
+        if f"{part}.path" in named and f"{part}.name" not in named and path:
+            axes[part] = Path(str(path)).name.rsplit(".", 1)[0] if Path(str(path)).suffix else Path(str(path)).name
     for item in task_overrides:
         key, _, value = item.lstrip("+~").partition("=")
         if key in axes or key in groups or key.startswith(("hydra", "sweep.")) or key == "experiment":
@@ -435,11 +440,13 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from ..run.identity import dataroom_identity, resolve, resolved_protocol, with_limits
     from ..model.llm import ChatClient
     from ..model.pool import open_pool
+    from ..model.served import model_label
     from ..record.record import Gold, read_meta, update_grades
     from .. import harness as harnesses
     from ..run.runner import RunInfo, execute
     from ..tools import select
     from .unfinished import JobNotes
+    from .heartbeat import Heartbeat
 
     cfg = sc.run_config()
     select(cfg.tools)  # unknown tool names fail before any run
@@ -461,6 +468,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
         first = job_num % len(urls)
         pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
+        axes["model"] = model_label(cfg, served)  # the served model's id where model.name is only a preset's
         cfg.harness.today = resolved_today(cfg.harness)  # every run of the job says (and is keyed by) one date, past midnight too
         probe_client = ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None
         protocol = resolved_protocol(cfg, probe_client)
@@ -478,6 +486,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         if todo:  # before the pace clock starts, on every core while the model idles, before the thread plan applies
             prepare_index(cfg, dataroom)
         progress = Progress(sweep_dir, job_num, keys)
+        planned = next((p.seconds for p in progress.points if p.job == job_num), None)
+        beat = Heartbeat(planned, status=lambda: f"{progress.count()}/{progress.total} runs done")
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions, keys)})
         if not todo:
             return counts
@@ -508,6 +518,16 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                     raise sweepdir.record_disk_full(runs_root / f".tmp-{key}-{os.getpid()}", exc) from None
 
         def run_claimed(q, key) -> Outcome:
+            beat.started(key, f"{q.id} {axes['tools']} budget={axes['budget']}")
+            counted = False
+            try:
+                out = _run_claimed(q, key)
+                counted = out.ok
+                return out
+            finally:
+                beat.finished(key, counted)
+
+        def _run_claimed(q, key) -> Outcome:
             final = runs_root / key
             tmp = runs_root / f".tmp-{key}-{os.getpid()}"
             info = RunInfo(run_id=key, question_id=q.id, question_type=q.type, questions_path=str(qpath.resolve()),
@@ -554,7 +574,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 last_collect[0] = time.monotonic()
 
         try:
-            _dispatch(todo, workers, attempt, on_done, stop)
+            with beat:
+                _dispatch(todo, workers, attempt, on_done, stop)
         finally:
             write(sweep_dir, *collect([sweep_dir]))
     return counts

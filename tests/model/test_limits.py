@@ -161,3 +161,29 @@ def test_keys_do_not_move_where_no_server_limit_beats_the_config():
     assert got is cfg and record["context_window"]["value"] == 8192
     served = Served(model_id="m", llama_cpp="b1")
     assert run_key(got, "q", QUESTION, "d", served, protocol="json") == run_key(cfg, "q", QUESTION, "d", served, protocol="json")
+
+
+def test_labels_come_from_what_served_the_run(tmp_path):
+    from searchbox.model.served import label_of, model_label
+    from searchbox.record.record import Served
+
+    assert label_of("/models/Qwen3.6-35B-A3B-Q4_K_M.gguf") == "Qwen3.6-35B-A3B-Q4_K_M"
+    assert label_of("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3.1-8B-Instruct"
+    cfg = make_cfg()
+    assert model_label(cfg, Served(model_id="/m/SmolLM2-360M.gguf")) == "SmolLM2-360M"  # the default name on another model
+    cfg.model.name = "my-study-label"
+    assert model_label(cfg, Served(model_id="/m/SmolLM2-360M.gguf")) == "my-study-label"  # a name the user chose stays
+    # A CLI-style run against an endpoint records the served id, not the default preset's name.
+    meta, _, _ = run_script(tmp_path, [{"content": "x"}], make_cfg(budget=1), server_kw={"model_id": "/srv/Phi-4-mini.Q8_0.gguf"})
+    assert meta["model"] == "Phi-4-mini.Q8_0"
+
+
+def test_sweep_labels_a_path_given_without_a_name_by_its_file():
+    from searchbox.sweep.job import SweepConfig, axes_of
+
+    sc = SweepConfig()
+    sc.dataroom.path, sc.questions.path = "/data/my-room.zip", "/data/my-questions.jsonl"
+    axes = axes_of(["dataroom.path=/data/my-room.zip", "questions.path=/data/my-questions.jsonl"], sc)
+    assert axes["dataroom"] == "my-room" and axes["questions"] == "my-questions"
+    sc.dataroom.name = "named"
+    assert axes_of(["dataroom.path=/x.zip", "dataroom.name=named"], sc)["dataroom"] == "named"
