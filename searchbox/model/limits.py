@@ -16,6 +16,9 @@ from ..config import ModelConfig
 from ..errors import ConfigError
 
 MAX_LIMIT = 10**9  # a window or reply cap above this is nonsense, not a limit
+# A reply may take at most this share of the window: against SmolLM2 at -c 2048, a max_tokens of half the window
+# (1024) left the first request no room by the loop's token estimate (context_exhausted before any call), a quarter ran.
+REPLY_SHARE = 4
 
 
 def _count(value: Any) -> Optional[int]:
@@ -74,8 +77,8 @@ def effective(model: ModelConfig, limits: ServerLimits, default_window: int) -> 
     """The model config the run really gets, and the record of each limit: {value, config, server, source}.
 
     context_window: the config's as an upper bound, the server's n_ctx where smaller (or where the config leaves it
-    null). max_tokens: the config's, capped by the server's own -n and by half the window (a reply that could take
-    more would leave the conversation less room than the reply). A config value left null stays null in the config
+    null). max_tokens: the config's, capped by the server's own -n and by a quarter of the window (REPLY_SHARE: a
+    reply that could take more leaves the conversation too little room). A config value left null stays null in the config
     (its key does not move), and the window the run uses is the server's."""
     cfg_window = model.context_window
     if cfg_window and limits.n_ctx and limits.n_ctx < cfg_window:
@@ -90,7 +93,7 @@ def effective(model: ModelConfig, limits: ServerLimits, default_window: int) -> 
     if limits.n_predict:
         caps.append(("server", limits.n_predict))
     if window_source != "default":
-        caps.append(("window", max(1, window // 2)))
+        caps.append(("window", max(1, window // REPLY_SHARE)))
     tokens_source, max_tokens = min(caps, key=lambda c: (c[1], c[0] != "config"))
     changes: dict[str, Any] = {}
     if cfg_window and window != cfg_window:

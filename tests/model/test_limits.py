@@ -42,9 +42,9 @@ def test_server_window_beats_a_larger_preset_and_caps_max_tokens():
     assert (model.context_window, model.max_tokens) == (8192, 256)
     assert record["context_window"] == {"value": 8192, "config": 32768, "server": 8192, "source": "server", "server_source": ""}
     assert record["max_tokens"]["source"] == "server" and record["max_tokens"]["config"] == 2048
-    # A reply cap past half the window is capped there; the config's smaller values win and say so.
+    # A reply cap past a quarter of the window is capped there; the config's smaller values win and say so.
     model, record = effective(ModelConfig(max_tokens=4096, context_window=None), ServerLimits(n_ctx=2048), 8192)
-    assert model.context_window is None and model.max_tokens == 1024 and record["max_tokens"]["source"] == "window"
+    assert model.context_window is None and model.max_tokens == 512 and record["max_tokens"]["source"] == "window"
     assert record["context_window"]["value"] == 2048 and record["context_window"]["source"] == "server"
     model, record = effective(ModelConfig(max_tokens=256, context_window=4096), ServerLimits(n_ctx=8192, n_predict=512), 8192)
     assert model == ModelConfig(max_tokens=256, context_window=4096) and record["max_tokens"]["source"] == "config"
