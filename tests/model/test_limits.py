@@ -187,3 +187,18 @@ def test_sweep_labels_a_path_given_without_a_name_by_its_file():
     assert axes["dataroom"] == "my-room" and axes["questions"] == "my-questions"
     sc.dataroom.name = "named"
     assert axes_of(["dataroom.path=/x.zip", "dataroom.name=named"], sc)["dataroom"] == "named"
+
+
+def test_a_paused_runs_record_holds_the_counters_of_its_turn_in_progress(tmp_path):
+    from searchbox.run.runner import resume
+
+    read = {"tool_calls": [{"name": "read", "arguments": {"path": "dataroom/reports/gannet-rock-survey.md"}}]}
+    with ScriptedServer([read, read, {"content": "38.4 metres"}]) as srv:
+        cfg = make_cfg(budget=1)
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url, should_pause=lambda: len(srv.requests) >= 1)
+        assert meta["stop_reason"] == "paused"
+        # Before: tokens counted, but llm_calls, tool_calls and llm_s 0 until the run resumed.
+        assert meta["llm_calls"] == 1 and meta["tool_calls"] == 1 and meta["llm_s"] > 0 and meta["tokens"]["total"] > 0
+        done = resume(tmp_path / "run", srv.url)
+    assert done["stop_reason"] == "budget_spent"
+    assert done["llm_calls"] == len(srv.requests) == 3 and done["tool_calls"] == 2  # nothing counted twice
