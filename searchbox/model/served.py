@@ -52,9 +52,10 @@ def served_key(served: Served) -> dict:
     return {"endpoint": served.endpoint}
 
 
-# Config names that say nothing about the model behind an endpoint: the default preset's (what a CLI run against any
-# endpoint used to record) and the openai preset's. A run labelled by them is labelled by what the server serves.
-GENERIC_LABELS = frozenset({"smollm2-135m", "openai-compatible"})
+# Config names that say nothing about the model behind an endpoint: the openai preset's, and none at all (the
+# single-run CLI against an endpoint, which used to record the default preset's `smollm2-135m` for any model).
+# A run under one of them is labelled by what the server says it serves.
+GENERIC_LABELS = frozenset({"openai-compatible", ""})
 LABEL_CHARS = 80
 
 
@@ -67,13 +68,9 @@ def label_of(model_id: str) -> str:
 
 
 def model_label(cfg: RunConfig, served: Served) -> str:
-    """The model's label in the record and figures: the config's name, unless that is a generic preset name and the
-    server says what it serves (the bundled SmolLM2 under the default name keeps it)."""
-    from .llama import SMOLLM2
-
+    """The model's label in the record and figures: the config's name, unless that is generic (GENERIC_LABELS) and
+    the server says what it serves."""
     name = cfg.model.name
-    if cfg.model.policy or name not in GENERIC_LABELS or not served.model_id:
+    if cfg.model.policy or name not in GENERIC_LABELS:
         return name
-    if name == "smollm2-135m" and served.gguf_sha256 == SMOLLM2.sha256:
-        return name
-    return label_of(served.model_id)
+    return label_of(served.model_id) if served.model_id else (name or "unknown-model")

@@ -102,6 +102,8 @@ def _main(args: argparse.Namespace) -> int:
             raise SearchboxError("a question is required (or --resume RUN_DIR)")
         cfg = RunConfig(tools=args.tools)
         cfg.model.model, cfg.model.protocol, cfg.model.max_tokens, cfg.model.policy = args.model, args.protocol, args.max_tokens, args.policy
+        if not args.policy and (args.endpoint or os.environ.get("LLAMA_URL")):
+            cfg.model.name = ""  # not the embedded default: the run is labelled by what the endpoint serves (served.model_label)
         h = cfg.harness
         h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
         h.sandbox, h.run_ceiling_s, h.delivery, h.kind = args.sandbox, args.run_ceiling, args.delivery, args.harness

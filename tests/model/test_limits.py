@@ -170,12 +170,22 @@ def test_labels_come_from_what_served_the_run(tmp_path):
     assert label_of("/models/Qwen3.6-35B-A3B-Q4_K_M.gguf") == "Qwen3.6-35B-A3B-Q4_K_M"
     assert label_of("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3.1-8B-Instruct"
     cfg = make_cfg()
-    assert model_label(cfg, Served(model_id="/m/SmolLM2-360M.gguf")) == "SmolLM2-360M"  # the default name on another model
+    cfg.model.name = "openai-compatible"
+    assert model_label(cfg, Served(model_id="/m/SmolLM2-360M.gguf")) == "SmolLM2-360M"  # the openai preset's name says nothing
+    assert model_label(cfg, Served()) == "openai-compatible"
     cfg.model.name = "my-study-label"
     assert model_label(cfg, Served(model_id="/m/SmolLM2-360M.gguf")) == "my-study-label"  # a name the user chose stays
-    # A CLI-style run against an endpoint records the served id, not the default preset's name.
-    meta, _, _ = run_script(tmp_path, [{"content": "x"}], make_cfg(budget=1), server_kw={"model_id": "/srv/Phi-4-mini.Q8_0.gguf"})
-    assert meta["model"] == "Phi-4-mini.Q8_0"
+
+
+def test_a_cli_run_against_an_endpoint_is_labelled_by_the_served_model(tmp_path):
+    import subprocess
+    import sys
+
+    with ScriptedServer([{"content": "x"}], model_id="/srv/Phi-4-mini.Q8_0.gguf") as srv:
+        proc = subprocess.run([sys.executable, "-m", "searchbox.run", QUESTION, "--budget", "1", "--tools", "none",
+                               "--out", str(tmp_path / "r"), "--endpoint", srv.url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "r" / "run_meta.json").read_text())["model"] == "Phi-4-mini.Q8_0"
 
 
 def test_sweep_labels_a_path_given_without_a_name_by_its_file():

@@ -73,7 +73,7 @@ def test_a_hand_started_server_is_read_not_assumed(by_hand, tmp_path):
     assert meta["protocol"] == "json" and meta["context_window"] == 2048
     assert meta["limits"]["context_window"]["source"] == "server"
     assert meta["limits"]["max_tokens"] == {"value": 512, "config": 4096, "server": None, "source": "window"}
-    assert meta["model"] == "smollm2-135m"  # the bundled weights (by their hash) keep the default's name
+    assert meta["model"] == "SmolLM2-135M-Instruct.Q4_1"  # the served GGUF's stem, not the default preset's name
     assert meta["llm_calls"] >= 1 and meta["failed_requests"] == 0
 
 
