@@ -10,7 +10,7 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..config import HarnessConfig
 from ..errors import BackendError, ModelError
@@ -20,6 +20,7 @@ from ..record.record import TurnRow
 from .base import EndTurn, Stop
 
 TRANSIENT = {"transient": True}  # a field a checkpoint leaves out (a monotonic clock reading means nothing in another process)
+ADDED = {"added": "issue 31"}  # a field checkpoints written before it lack (state.load gives them the default)
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Counters:
     malformed: int = 0  # replies the harness could not understand
     malformed_calls: int = 0  # calls refused as the model sent them
     estimated_calls: int = 0  # responses whose usage the harness estimated
+    # Requests that got no usable answer (timed out, refused, dropped), retried or not: their seconds are in llm_s.
+    failed_requests: int = field(default=0, metadata=ADDED)
 
     def add(self, other: "Counters") -> None:
         for f in dataclasses.fields(Counters):
@@ -131,8 +134,9 @@ def stop_of(exc: BaseException, run_over: bool) -> tuple[str, str]:
 class Accountant:
     """Deadlines before a model call, usage after it, the budget between: one instance per run, over its Ledger."""
 
-    def __init__(self, harness: HarnessConfig, ledger: Ledger):
+    def __init__(self, harness: HarnessConfig, ledger: Ledger, on_failure: Optional[Callable[[dict], None]] = None):
         self.h, self.ledger = harness, ledger
+        self.on_failure = on_failure  # gets each failed request ({attempt, status, error, seconds, at}): the trace's event
 
     # ---- turns ----------------------------------------------------------------------------
     def begin_turn(self) -> TurnStats:
@@ -172,14 +176,38 @@ class Accountant:
             raise EndTurn("turn_ceiling")
 
     def chat(self, client: Any, payload: dict) -> Response:
-        """One model call under the run's and the turn's deadlines: a missed turn deadline ends the turn, the run's the run."""
+        """One model call under the run's and the turn's deadlines: a missed turn deadline ends the turn, the run's the run.
+
+        Every request that failed on the way (timed out, refused, dropped, retried or not) is billed to model time and
+        counted, and `on_failure` (the harness's trace) gets each. A deadline that passes before the model answered
+        anything in this turn is not a result: the run stops as model_error (an infrastructure stop, redone on relaunch),
+        never as a budget or ceiling the model spent."""
         deadline, binding = self.deadline()
         try:
             return client.chat(payload, deadline=deadline)
         except DeadlineExceeded as exc:
+            if not self.answered():
+                raise Stop("model_error", f"the model never answered ({binding} deadline passed): {exc}") from exc
             if binding == "turn":
                 raise EndTurn("turn_ceiling") from exc
             raise Stop("ceiling_seconds", f"run passed {self.h.run_ceiling_s}s: {exc}") from exc
+        finally:
+            self._bill_failures(client)
+
+    def answered(self) -> bool:
+        """Whether the turn in progress (or, between turns, the run) has a completed model call."""
+        counters = self.ledger.turn if self.ledger.turn is not None else self.ledger.cum
+        return counters.llm_calls > 0
+
+    def _bill_failures(self, client: Any) -> None:
+        take = getattr(client, "take_failures", None)
+        failures = take() if callable(take) else []
+        counters = self.ledger.turn if self.ledger.turn is not None else self.ledger.cum
+        for failure in failures:
+            counters.failed_requests += 1
+            counters.llm_s += float(failure.get("seconds") or 0.0)
+            if self.on_failure is not None:
+                self.on_failure(failure)
 
     # ---- tokens ---------------------------------------------------------------------------
     def account(self, resp: Response, payload: dict) -> Usage:
@@ -242,9 +270,12 @@ class Accountant:
         """Tokens, counters and clocks into the run record."""
         from ..record.record import Tokens
 
-        u, c = self.ledger.total, self.ledger.cum
+        u, c = self.ledger.total, Counters()
+        c.add(self.ledger.cum)
+        if self.ledger.turn is not None:  # a paused run's turn in progress: its record holds what it did so far
+            c.add(self.ledger.turn)
         record.tokens = Tokens(u.prompt, u.completion, u.cached, u.total, u.uncached_prompt, c.estimated_calls)
-        record.llm_calls, record.tool_calls = c.llm_calls, c.tool_calls
+        record.llm_calls, record.tool_calls, record.failed_requests = c.llm_calls, c.tool_calls, c.failed_requests
         record.malformed_replies, record.malformed_calls = c.malformed, c.malformed_calls
         record.elapsed_s, record.llm_s = round(self.elapsed(), 3), round(c.llm_s, 3)
         record.tool_s, record.setup_s = round(c.tool_s, 3), round(c.setup_s, 3)

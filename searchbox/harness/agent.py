@@ -96,7 +96,7 @@ class Agent:
         self.context_window, self.max_tokens = ctx.context_window, ctx.config.model.max_tokens
         self.should_pause = ctx.should_pause
         self.s = state or LoopState(protocol=protocol.name, ledger=Ledger(clock=Clock(started=ctx.started)))
-        self.acct = Accountant(self.h, self.s.ledger)
+        self.acct = Accountant(self.h, self.s.ledger, on_failure=self._request_failed)
         self.toolset.state = self.s.tools  # one state: the toolset's counters are checkpointed with the loop's
 
     @property
@@ -135,7 +135,7 @@ class Agent:
         except KeyboardInterrupt:
             stop, detail = "interrupted", "KeyboardInterrupt"
         except Exception as exc:
-            stop, detail = stop_of(exc, self.acct.run_over())
+            stop, detail = stop_of(exc, self.acct.run_over() and self.acct.answered())  # never answered: model_error
             if not isinstance(exc, (Stop, ModelError, BackendError)):  # a harness bug: keep the traceback
                 self.rec.event("error", self.s.turn, traceback=traceback.format_exc())
         finally:
@@ -303,6 +303,10 @@ class Agent:
         s.turn_starts = [3]
 
     # ---- bookkeeping ----------------------------------------------------------------------
+    def _request_failed(self, failure: dict) -> None:
+        """A request that got no usable answer, in the trace with its time (billed to model time by the Accountant)."""
+        self.rec.event("request_failed", self.s.turn, step=self.s.step, **failure)
+
     def _add(self, message: dict, **extra) -> None:
         self.s.messages.append(message)
         self.rec.event("message", self.s.turn, message=message, **extra)

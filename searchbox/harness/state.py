@@ -1,7 +1,8 @@
 """Checkpoints of typed state: a dataclass tree to JSON-able data and back, whole, every field by its declaration.
 
 Nothing is copied by hand: a field added to a state class is checkpointed and restored with no other change.
-Fields marked transient (metadata {"transient": True}) are left out and take their default on restore; a
+Fields marked transient (metadata {"transient": True}) are left out and take their default on restore; fields marked
+added (metadata {"added": "why"}) came after checkpoints were written, and one that lacks them takes the default; a
 dataclass with a `frozen()` method is checkpointed as what that returns (a clock's reading so far).
 """
 
@@ -38,12 +39,15 @@ def load(cls: type[T], data: Any) -> T:
         raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
     kept = _kept(cls)
     names = {f.name for f in kept}
-    unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+    later = {f.name for f in kept if f.metadata.get("added")}  # may be missing: the checkpoint predates them
+    unknown, missing = sorted(set(data) - names), sorted(names - set(data) - later)
     if unknown or missing:
         raise ValueError(f"{cls.__name__}: checkpoint has unknown fields {unknown} and lacks {missing}")
     hints = typing.get_type_hints(cls)
     values = {}
     for f in kept:
+        if f.name not in data:  # an `added` field an older checkpoint lacks: its default
+            continue
         try:
             values[f.name] = _load(hints[f.name], data[f.name])
         except ValueError as exc:

@@ -106,6 +106,19 @@ def clean_timings(timings: Any) -> dict:
     return out
 
 
+def error_reason(text: str) -> tuple[str, bool]:
+    """(one line saying why, whether the server stated it): an OpenAI-style error body's message, else the body's start."""
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+    if isinstance(message, str) and message.strip():
+        return " ".join(bounds.valid_text(message).split())[:300], True
+    return " ".join(bounds.valid_text(text[:300]).split()) or "(empty body)", False
+
+
 def base_url(endpoint: str) -> str:
     """Normalise an endpoint to the server root (strip a trailing /v1 and slashes)."""
     url = endpoint.rstrip("/")
@@ -134,6 +147,7 @@ class ChatClient:
         self._ssl = httpx.create_ssl_context() if self.root.startswith("https") else None
         self.deadline: Optional[float] = None  # the run's: probes never outlive it either
         self._static: dict[str, Optional[str]] = {}  # /props and /v1/models do not change while a server runs
+        self.failures: list[dict] = []  # requests that failed since the harness last took them (take_failures)
 
     def close(self) -> None:
         """Nothing is held between calls (each request has its own connection)."""
@@ -195,7 +209,7 @@ class ChatClient:
             body.setdefault("seed", self.cfg.seed)
         if self.slot is not None:
             body["id_slot"] = self.slot  # start_clean: the run's own slot, never one another run warmed
-        last = "no attempt"
+        last, previous = "no attempt", None
         for attempt in range(1, self.cfg.retries + 2):
             left = math.inf if deadline is None else deadline - time.monotonic()
             if left <= 0.05:
@@ -206,26 +220,48 @@ class ChatClient:
                 status, text, oversize = self._request("POST", "/v1/chat/completions", body, budget)
             except (asyncio.TimeoutError, httpx.TimeoutException):
                 last = f"no complete response within {budget:.1f}s"
+                self._failed(attempt, None, last, start)
                 if deadline is not None and time.monotonic() >= deadline - 0.05:
                     raise DeadlineExceeded(f"deadline reached: {last}") from None
             except httpx.HTTPError as exc:
                 last = f"connection error: {exc!r}"
+                self._failed(attempt, None, last, start)
             else:
                 latency = time.monotonic() - start
                 if status == 200 and oversize:
                     return Response({}, Usage(estimated=True), latency, attempts=attempt, malformed=oversize,
                                     body_chars=self.cfg.max_response_bytes)
                 if status == 200:
-                    return self._parse(text, latency, attempt)
-                last = f"HTTP {status}: {text[:300]}"
-                if status not in RETRY_STATUS:
+                    try:
+                        return self._parse(text, latency, attempt)
+                    except ModelError as exc:
+                        self._failed(attempt, status, str(exc), start)
+                        raise
+                reason, stated = error_reason(text)
+                last = f"HTTP {status}: {reason}"
+                self._failed(attempt, status, reason, start)
+                # A 4xx, a 500 the server explained (llama-server's answer to this very request, e.g. "tools param
+                # requires --jinja flag"), or the same 500 twice is deterministic: asking again only costs time.
+                # 502/503/504/529 (a gateway, overload, a model still loading) are passing states and are retried.
+                if status not in RETRY_STATUS or (status == 500 and (stated or (status, text) == previous)):
                     raise ModelError(f"model endpoint refused the request: {last}")
+                previous = (status, text)
             if attempt <= self.cfg.retries:
                 pause = self.cfg.backoff_s * 2 ** (attempt - 1)
                 if deadline is not None:
                     pause = min(pause, max(0.0, deadline - time.monotonic()))
                 time.sleep(pause)
         raise ModelError(f"model endpoint failed after {self.cfg.retries + 1} attempts: {last}")
+
+    def _failed(self, attempt: int, status: Optional[int], error: str, start: float) -> None:
+        """One request that got no usable answer, kept for the harness to trace and bill (take_failures)."""
+        self.failures.append({"attempt": attempt, "status": status, "error": error[:500],
+                              "seconds": round(time.monotonic() - start, 4), "at": round(time.time(), 3)})
+
+    def take_failures(self) -> list[dict]:
+        """The failed requests since the last call, oldest first (and forget them)."""
+        out, self.failures = self.failures, []
+        return out
 
     @staticmethod
     def _parse(text: str, latency: float, attempt: int) -> Response:

@@ -50,3 +50,27 @@ def served_key(served: Served) -> dict:
     if served.model_id:
         return {"model_id": served.model_id, "llama_cpp": served.llama_cpp}
     return {"endpoint": served.endpoint}
+
+
+# Config names that say nothing about the model behind an endpoint: the openai preset's, and none at all (the
+# single-run CLI against an endpoint, which used to record the default preset's `smollm2-135m` for any model).
+# A run under one of them is labelled by what the server says it serves.
+GENERIC_LABELS = frozenset({"openai-compatible", ""})
+LABEL_CHARS = 80
+
+
+def label_of(model_id: str) -> str:
+    """A figure label for a served model id: llama-server reports the GGUF's path, whose file stem names it."""
+    name = model_id.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if name.lower().endswith(".gguf"):
+        name = name[: -len(".gguf")]
+    return (name or model_id)[:LABEL_CHARS]
+
+
+def model_label(cfg: RunConfig, served: Served) -> str:
+    """The model's label in the record and figures: the config's name, unless that is generic (GENERIC_LABELS) and
+    the server says what it serves."""
+    name = cfg.model.name
+    if cfg.model.policy or name not in GENERIC_LABELS:
+        return name
+    return label_of(served.model_id) if served.model_id else (name or "unknown-model")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
+from .localserver import LocalServer
 
 PLAN_ENV = "SEARCHBOX_THREAD_PLAN"  # the sweep's plan, handed to the jobs it launches on this host
 LOAD_ENV = "SEARCHBOX_OTHER_LOAD"  # cores of other work to plan for instead of measuring (1 = the old one-core reserve)
@@ -106,7 +107,7 @@ def reserve_for(load: float, cores: int) -> int:
 
 def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: int = 1, runs: Optional[int] = None,
          server_local: bool = True, server_gpu: bool = False, may_split: bool = True, shared: bool = True,
-         load: float = 0.0) -> ThreadPlan:
+         load: float = 0.0, local_server: Optional["LocalServer"] = None) -> ThreadPlan:
     """Share `cores` between the embedded llama-server(s) and the jobs' embedders, and size the runs in flight.
 
     slots: model slots in the whole pool (servers x slots each); jobs: sweep processes running at once on
@@ -145,6 +146,11 @@ def plan(cores: int, slots: int, embedder_on: bool, *, servers: int = 1, jobs: i
         return ThreadPlan(cores, jobs, runs, threads, torch, BLAS_THREADS, why, server_gpu and server_local, n, each, socket.gethostname(),
                           round(load, 2))
 
+    if not server_local and local_server is not None:
+        # A server the user started on this host: its threads' cores are taken, the embedders share the rest.
+        taken = min(cores - 1, local_server.threads) if cores > 1 else 0
+        return made(None, max(1, (cores - taken) // in_flight),
+                    f"model served on this host by {local_server.describe()}: {taken} core(s) counted busy, the rest go to the embedders")
     if not server_local:
         # The model runs elsewhere: the cores are the embedders', shared by every run that may embed at once.
         return made(None, max(1, cores // in_flight), "model served elsewhere: the cores go to the embedders")

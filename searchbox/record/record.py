@@ -220,6 +220,7 @@ class RunRecord:
     served: Served = field(default_factory=Served)
     protocol: str = ""
     context_window: int = 0
+    limits: dict = field(default_factory=dict)  # model.limits.effective: the window and max_tokens used, and which source won
     budget: int = 0
     budget_unit: str = "turns"
     token_metric: str = "total"
@@ -242,6 +243,7 @@ class RunRecord:
     tool_calls: int = 0
     tool_errors: int = 0
     malformed_replies: int = 0
+    failed_requests: int = 0  # model requests that got no usable answer (timed out, refused, dropped), retried or not
     malformed_calls: int = 0  # calls refused as the model sent them (bad arguments, or refused later by exec or encoding)
     resumes: int = 0
     tokens: Tokens = field(default_factory=Tokens)

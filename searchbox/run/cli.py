@@ -16,9 +16,10 @@ from ..corpus.dataroom import packaged_corpus, remove_tree
 from ..errors import SearchboxError, cli, sigterm_as_interrupt
 from ..record import done
 from ..record.artifacts import DamagedArtifact
+from ..record.record import Gold
 from ..tools import select
 from .identity import dataroom_identity
-from .runner import endpoint_for, execute, resume
+from .runner import RunInfo, endpoint_for, execute, resume
 
 
 def prepare_out(out: Path, overwrite: bool) -> None:
@@ -52,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto")
     parser.add_argument("--run-ceiling", type=float, default=3600.0, help="seconds for the whole run")
+    parser.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default=None, help="search_dataroom's retriever (default dense)")
+    parser.add_argument("--noise", type=float, default=None, help="distractor bytes as a multiple of the dataroom's (noise axis)")
+    parser.add_argument("--seed", type=int, default=None, help="the model's sampling seed")
+    parser.add_argument("--temperature", type=float, default=None, help="the model's sampling temperature")
+    # The gold, so that the run can be graded (python -m searchbox.grade RUN_DIR): never shown to a model.
+    parser.add_argument("--gold", default=None, help="the gold answer the run is graded against")
+    parser.add_argument("--alias", action="append", default=[], help="another accepted form of the gold (repeatable)")
+    parser.add_argument("--gold-file", action="append", default=[], help="a dataroom file holding the answer (repeatable)")
+    parser.add_argument("--question-id", default="", help="the question's id in its question file")
+    parser.add_argument("--questions-path", default=None, help="the question file the question and gold come from")
     return parser
 
 
@@ -59,11 +70,15 @@ def _apply_thread_plan(cfg: RunConfig, endpoint: Optional[str]) -> None:
     """This process's torch and BLAS pools from the thread plan (the embedded server sizes its own)."""
     from ..model import threads
 
+    from ..model import localserver
+
     embeds = any(s.tier != "builtin" for s in select(cfg.tools))
-    local = not (endpoint or cfg.model.endpoint or os.environ.get("LLAMA_URL") or cfg.model.policy)
+    url = endpoint or cfg.model.endpoint or os.environ.get("LLAMA_URL")
+    local = not (url or cfg.model.policy)
     shared = threads.whole_machine()
+    beside = localserver.find(url) if url and not cfg.model.policy else None  # a llama-server started by hand here
     threads.apply(threads.plan(threads.available_cores(), cfg.model.parallel, embeds, server_local=local, may_split=False,
-                               shared=shared, load=threads.other_load()[0] if shared else 0.0))
+                               shared=shared, load=threads.other_load()[0] if shared else 0.0, local_server=beside))
 
 
 # The flags whose value a knob also sets: given on the command line, the flag wins (knobs.apply skips the field).
@@ -105,9 +120,23 @@ def _main(args: argparse.Namespace) -> int:
             raise SearchboxError("a question is required (or --resume RUN_DIR)")
         cfg = RunConfig(tools=args.tools)
         cfg.model.model, cfg.model.protocol, cfg.model.max_tokens, cfg.model.policy = args.model, args.protocol, args.max_tokens, args.policy
+        if not args.policy and (args.endpoint or os.environ.get("LLAMA_URL")):
+            cfg.model.name = ""  # not the embedded default: the run is labelled by what the endpoint serves (served.model_label)
         h = cfg.harness
         h.budget, h.budget_unit, h.token_metric, h.force_budget = args.budget or 1, args.budget_unit, args.token_metric, args.force_budget
         h.sandbox, h.run_ceiling_s, h.delivery, h.kind = args.sandbox, args.run_ceiling, args.delivery, args.harness
+        if args.retriever:
+            cfg.retrieval.retriever = args.retriever
+        if args.noise is not None:
+            cfg.noise.ratio = args.noise
+        if args.seed is not None:
+            cfg.model.seed = args.seed
+        if args.temperature is not None:
+            cfg.model.temperature = args.temperature
+        gold = Gold(args.gold.strip(), [a for a in args.alias if a.strip()], list(args.gold_file)) if args.gold and args.gold.strip() else None
+        if gold is None and (args.alias or args.gold_file):
+            raise SearchboxError("--alias and --gold-file need --gold")
+        info = RunInfo(question_id=args.question_id, gold=gold, questions_path=args.questions_path)
         knobs.apply(cfg, args.given)  # $SEARCHBOX_TOOLS, $TURN_BUDGET ...: into the config, so into key.json and the key
         out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         cfg.validate()
@@ -117,10 +146,14 @@ def _main(args: argparse.Namespace) -> int:
         prepare_out(out, args.overwrite)
         _apply_thread_plan(cfg, args.endpoint)
         with endpoint_for(cfg, args.endpoint) as url:
-            meta = execute(cfg, args.question, dataroom, out, url)
+            meta = execute(cfg, args.question, dataroom, out, url, info=info)
     t = meta["tokens"]
     estimated = f", {t['estimated_calls']} calls estimated" if t["estimated_calls"] else ""
     print(f"{meta['stop_reason']}: {meta['turns']} turns, {meta['tool_calls']} tool calls, "
           f"{t['total']} tokens ({t['cached']} cached{estimated}), {meta['elapsed_s']:.1f}s, answer {meta['answer_chars']} chars ({meta['answer_source']})")
-    print(out / "work" / "ANSWER.md")
-    return 1 if meta["stop_reason"] in ("model_error", "tool_error") else 0
+    failed = meta["stop_reason"] in ("model_error", "tool_error")
+    if failed and meta.get("stop_detail"):  # the model's or server's own words, on one line (run_meta.json has them whole)
+        print("reason: " + " ".join(str(meta["stop_detail"]).split())[:500])
+    answer = out / "work" / "ANSWER.md"
+    print(answer if answer.is_file() else f"no answer written (the run is in {out})")
+    return 1 if failed else 0

@@ -61,10 +61,27 @@ class _NoServer:
 
 
 def resolved_protocol(cfg: RunConfig, client: Any = None) -> str:
-    """The tool protocol the run will speak: native|json as configured, or what `auto` picks from this server's /props."""
+    """The tool protocol the run will speak: native|json as configured, or what `auto` picks from this server's /props.
+    A native protocol the server's template cannot render is a ConfigError (model.limits.check_tools_reach)."""
+    from ..model.limits import check_tools_reach, read_limits
     from ..model.protocol import choose
 
-    return choose(cfg.model.protocol, client if client is not None and not cfg.model.policy else _NoServer()).name
+    server = client if client is not None and not cfg.model.policy else _NoServer()
+    name = choose(cfg.model.protocol, server).name
+    if not isinstance(server, _NoServer):
+        check_tools_reach(name, cfg.model.protocol, read_limits(server))
+    return name
+
+
+def with_limits(cfg: RunConfig, client: Any = None, default_window: int = 8192) -> tuple[RunConfig, dict]:
+    """The config the run really gets against this server (its context window and max_tokens where the server's beat
+    the config: model.limits.effective) and the `limits` record saying which source won. A control: as given, {}."""
+    from ..model.limits import effective, read_limits
+
+    if cfg.model.policy or client is None:
+        return cfg, {}
+    model, record = effective(cfg.model, read_limits(client), default_window)
+    return (cfg if model is cfg.model else dataclasses.replace(cfg, model=model)), record
 
 
 def semantic_server_args(args: list[str]) -> list[str]:

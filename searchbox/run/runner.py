@@ -16,12 +16,13 @@ from .. import harness as harnesses
 from ..harness.agent import read_answer
 from ..config import RunConfig
 from ..corpus.dataroom import Workspace, make_read_only, make_writable, open_workspace, rescan
-from ..errors import ModelError, SearchboxError
+from ..errors import ConfigError, ModelError, SearchboxError
 from ..harness.base import RunContext
 from ..model.served import served_identity
-from ..model.served import served_key
+from ..model.served import model_label, served_key
 from ..record.spec import RunSpec
-from .identity import resolve, resolved_protocol
+from .identity import resolve, resolved_protocol, with_limits
+from ..model.limits import window_of
 from ..model.llm import ChatClient, parse_metrics
 from ..record import done
 from ..record.artifacts import DamagedArtifact
@@ -165,6 +166,10 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         if isinstance(client, ChatClient):  # its own llama-server slot, erased: a run never continues another's cache
             client.start_clean(info.slot)
         record.served = served_identity(client, cfg, endpoint)
+        record.model = model_label(cfg, record.served)  # what served it, where the config's name is only a preset's
+        # The server's window and reply cap where they beat the config's (model.limits): the key covers what it gets.
+        cfg, record.limits = with_limits(cfg, client if isinstance(client, ChatClient) else None, DEFAULT_CONTEXT)
+        record.config = cfg.to_dict()
         spec = info.spec or resolve(cfg, info.question_id, question, identity, record.served,
                                     protocol=resolved_protocol(cfg, client), gold=info.gold)
         if spec.served != served_key(record.served):  # the endpoint changed model since the caller keyed the run
@@ -175,7 +180,7 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         toolset, ctx = _tools(cfg, ws, sandbox_mode, specs)
         record.tools = toolset.names
         recorder.write_record()
-        window = cfg.model.context_window or client.context_window() or DEFAULT_CONTEXT
+        window = window_of(record.limits, cfg.model.context_window or client.context_window() or DEFAULT_CONTEXT)
         record.context_window = window
         harness.run(_context(cfg, spec, question, ws, client, toolset, recorder, window, t0, should_pause))  # t0: the ceiling counts setup
     except BaseException as exc:
@@ -184,7 +189,8 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         if not record.stop_reason:
             record.stop_reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "model_error"
             record.stop_detail = f"run did not start: {type(exc).__name__}: {exc}"
-        if not isinstance(exc, (SearchboxError, KeyboardInterrupt)):
+        # A bug, or a config this server cannot run (a native protocol on a tool-less template): the caller sees it.
+        if not isinstance(exc, (SearchboxError, KeyboardInterrupt)) or isinstance(exc, ConfigError):
             _finish(record, recorder, ws, client, ctx)
             raise
     return _finish(record, recorder, ws, client, ctx)

@@ -114,6 +114,11 @@ class SweepConfig:
                          tools=self.tools.select).validate()
 
 
+def _seeded(cfg: RunConfig, seed: int) -> RunConfig:
+    """The same run config with another sampling seed (a repeat: epochs)."""
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, seed=seed))
+
+
 def register_schema() -> None:
     from hydra.core.config_store import ConfigStore
 
@@ -141,6 +146,11 @@ def axes_of(task_overrides: list[str], sc: SweepConfig) -> dict[str, Any]:
     }
     groups = {"tools.select": "tools", "backend.retriever": "retriever", "backend.embedder": "backend", "model.name": "model",
               "dataroom.name": "dataroom", "questions.name": "questions"}
+    named = {item.lstrip("+~").partition("=")[0] for item in task_overrides}
+    for part in ("dataroom", "questions"):  # a path given without a name is labelled by its file, not the default's name
+        path = getattr(sc, part).path
+        if f"{part}.path" in named and f"{part}.name" not in named and path:
+            axes[part] = Path(str(path)).name.rsplit(".", 1)[0] if Path(str(path)).suffix else Path(str(path)).name
     for item in task_overrides:
         key, _, value = item.lstrip("+~").partition("=")
         if key in axes or key in groups or key.startswith(("hydra", "sweep.")) or key in ("experiment", "epochs"):
@@ -296,7 +306,11 @@ def job_endpoints(cfg: RunConfig, sc: SweepConfig, sweep_dir: Optional[Path] = N
         if base and base.server_threads is not None:  # the sweep's own servers: the plan they were started with
             p = dataclasses.replace(base, runs=sc.sweep.workers) if sc.sweep.workers else base
         else:
-            p = threads.plan(cores, max(1, len(given) * cfg.model.parallel), embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False)
+            from ..model import localserver
+
+            beside = next((found for found in map(localserver.find, given) if found is not None), None)  # started by hand here
+            p = threads.plan(cores, max(1, len(given) * cfg.model.parallel), embeds, jobs=jobs, runs=sc.sweep.workers, server_local=False,
+                             local_server=beside)
         yield given, p
         return
     from ..model.llama import stop_servers
@@ -434,14 +448,16 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from ..corpus.dataroom import builtin_dataroom, remove_tree
     from ..grading import Judge, grade, load_questions
     from ..config import resolved_today
-    from ..run.identity import dataroom_identity, resolve, resolved_protocol
+    from ..run.identity import dataroom_identity, resolve, resolved_protocol, with_limits
     from ..model.llm import ChatClient
     from ..model.pool import open_pool
+    from ..model.served import model_label
     from ..record.record import Gold, update_grades
     from .. import harness as harnesses
     from ..run.runner import RunInfo, execute
     from ..tools import select
     from .unfinished import JobNotes
+    from .heartbeat import Heartbeat
 
     cfg = sc.run_config()
     if sc.epochs < 1:
@@ -465,13 +481,16 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         # Every endpoint of a pool must serve the same model (open_pool refuses a mixed one).
         first = job_num % len(urls)
         pool, served = open_pool(urls[first:] + urls[:first], cfg, cfg.model.parallel)
+        axes["model"] = model_label(cfg, served)  # the served model's id where model.name is only a preset's
         cfg.harness.today = resolved_today(cfg.harness)  # every run of the job says (and is keyed by) one date, past midnight too
-        protocol = resolved_protocol(cfg, ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None)
+        probe_client = ChatClient(cfg.model, pool.live[0].url) if pool.live[0].url else None
+        protocol = resolved_protocol(cfg, probe_client)
+        got, _ = with_limits(cfg, probe_client)  # keyed by the window and max_tokens the server really gives (execute redoes it)
         todo, keys, specs, cfgs = [], [], {}, {}
         for epoch in range(sc.epochs):  # repeats: the seed moves, so does the key (epoch 0 is the run without epochs)
-            cfg_e = cfg if epoch == 0 else dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, seed=sc.seed + epoch))
+            cfg_e, got_e = (cfg, got) if epoch == 0 else (_seeded(cfg, sc.seed + epoch), _seeded(got, sc.seed + epoch))
             for q in questions:
-                spec = resolve(cfg_e, q.id, q.question, data_id, served, protocol=protocol, gold=q)  # the run uses this very object
+                spec = resolve(got_e, q.id, q.question, data_id, served, protocol=protocol, gold=q)  # the run uses this very object
                 key = spec.key
                 keys.append(key)
                 specs[key], cfgs[key] = spec, cfg_e
@@ -485,6 +504,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         if todo:  # before the pace clock starts, on every core while the model idles, before the thread plan applies
             prepare_index(cfg, dataroom)
         progress = Progress(sweep_dir, job_num, keys)
+        planned = next((p.seconds for p in progress.points if p.job == job_num), None)
+        beat = Heartbeat(planned, status=lambda: f"{progress.count()}/{progress.total} runs done")
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions * sc.epochs, keys)})
         if not todo:
             return counts
@@ -515,6 +536,16 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                     raise sweepdir.record_disk_full(runs_root / f".tmp-{key}-{os.getpid()}", exc) from None
 
         def run_claimed(q, key) -> Outcome:
+            beat.started(key, f"{q.id} {axes['tools']} budget={axes['budget']}")
+            counted = False
+            try:
+                out = _run_claimed(q, key)
+                counted = out.ok
+                return out
+            finally:
+                beat.finished(key, counted)
+
+        def _run_claimed(q, key) -> Outcome:
             final = runs_root / key
             tmp = runs_root / f".tmp-{key}-{os.getpid()}"
             info = RunInfo(run_id=key, question_id=q.id, question_type=q.type, questions_path=str(qpath.resolve()),
@@ -561,7 +592,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 last_collect[0] = time.monotonic()
 
         try:
-            _dispatch(todo, workers, attempt, on_done, stop)
+            with beat:
+                _dispatch(todo, workers, attempt, on_done, stop)
         finally:
             write(sweep_dir, *collect([sweep_dir]))
     return counts
@@ -652,7 +684,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
 
     from ..record.done import is_done
     from ..grading import load_questions
-    from ..run.identity import dataroom_identity, run_key
+    from ..run.identity import dataroom_identity, run_key, with_limits
     from .plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record, run_s
 
     overrides = sweep_grid(config)
@@ -668,6 +700,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
             del job_cfg["hydra"]
         composed.append(OmegaConf.to_object(job_cfg))
     served_by: dict[Any, Any] = {}
+    server_slots = 0
     points = []
     questions_n = measured = 0
     for num, (job, sc) in enumerate(zip(jobs, composed)):
@@ -678,10 +711,13 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         found = _served_for(cfg, served_by)
         done = None
         if found is not None:
-            served, protocol = found
+            served, protocol, client = found
+            got, limits = with_limits(cfg, client)  # keyed as the job will key it: by the limits the server gives
             data_id = dataroom_identity(dataroom)
-            done = sum(is_done(sweep_dir / "runs" / run_key(c, q.id, q.question, data_id, served, protocol=protocol, gold=q))
-                       for c in map(sc.run_config, range(sc.epochs)) for q in questions)
+            done = sum(is_done(sweep_dir / "runs" / run_key(_seeded(got, sc.seed + e), q.id, q.question, data_id, served, protocol=protocol, gold=q))
+                       for e in range(sc.epochs) for q in questions)
+            if limits.get("slots") and sc.sweep.workers is None:  # the job runs one per slot the server reports
+                server_slots = max(server_slots, limits["slots"])
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
         rate = load_rate(sc.model.name, _tools_label(sc.tools.select))  # this machine's, for the model and tool tier
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
@@ -693,6 +729,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         points = [dataclasses.replace(p, seconds=None) for p in points]
     exported = threads.exported()
     in_flight = exported.in_flight if exported else 1
+    in_flight = max(in_flight, server_slots)  # a server started by hand with -np 4 runs 4 at once, whatever the plan assumed
     info = json.loads((sweep_dir / "sweep.json").read_text())
     atomic_write(sweep_dir / ".launches" / str(info["launch"]) / "plan.json",
                  json.dumps(plan_record(points, swept, questions_n, in_flight, measured), indent=2))
@@ -728,15 +765,15 @@ def _power_lines(composed: list[SweepConfig], swept: dict[str, list[str]], quest
 
 
 def _served_for(cfg: RunConfig, cache: dict):
-    """What will serve a job and the tool protocol it will speak, as the job will find them (None when its server
-    starts only with the job, or does not answer now)."""
+    """What will serve a job, the tool protocol it will speak and the client that asked (for its limits), as the job
+    will find them (None when its server starts only with the job, or does not answer now)."""
     from ..model.served import served_identity
     from ..run.identity import resolved_protocol
     from ..model.llm import ChatClient
     from ..model.pool import probe
 
     if cfg.model.policy:
-        return served_identity(None, cfg, None), resolved_protocol(cfg)
+        return served_identity(None, cfg, None), resolved_protocol(cfg), None
     given = list(cfg.model.endpoints) or [u for u in [cfg.model.endpoint] if u]
     given = given or [u for u in os.environ.get(ENDPOINTS_ENV, "").split(",") if u] or [u for u in [os.environ.get("LLAMA_URL")] if u]
     if not given:
@@ -745,7 +782,7 @@ def _served_for(cfg: RunConfig, cache: dict):
     if (url, cfg.model.model, cfg.model.protocol) not in cache:
         client = ChatClient(cfg.model, url)
         cache[(url, cfg.model.model, cfg.model.protocol)] = (
-            None if probe(url) is not None else (served_identity(client, cfg, url), resolved_protocol(cfg, client)))
+            None if probe(url) is not None else (served_identity(client, cfg, url), resolved_protocol(cfg, client), client))
     return cache[(url, cfg.model.model, cfg.model.protocol)]
 
 

@@ -28,7 +28,7 @@ from ..corpus.dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
 from ..harness import kinds as harness_kinds
 from ..tools.catalog import CATALOG, NAMED_TIERS, TIERS, select, tier_members
-from . import prepare, runview, sweeps
+from . import prepare, questionsets, runview, sweeps
 from .endpoints import EndpointNotAllowed, EndpointPolicy
 from .guard import Guard, error_page
 from .jobs import JobRunner, new_job_id
@@ -182,7 +182,14 @@ def create_app(settings: WebSettings) -> FastAPI:
             "model": settings.model, "slots": settings.slots,
             "max_upload_mb": round(settings.max_upload_bytes / 1024**2, 1), "max_budget": settings.max_budget,
             "harnesses": list(harness_kinds()),
+            "question_sets": [{"name": q.name, "label": q.label} for q in questionsets.sets().values()],
         }
+
+    @app.get("/api/question_sets/{name}")
+    async def question_set(name: str):
+        if name not in questionsets.sets():
+            raise runview.NotFound(f"no question set {name[:60]!r}")
+        return {"name": name, "questions": await run_in_threadpool(questionsets.listing, name)}
 
     def job_view(job: Job, waiting: Optional[dict] = None) -> dict:
         """A job as the pages and scripts see it: its fields, why it waits and where it stands, what each action does."""
@@ -383,7 +390,7 @@ def job_actions(job: Job) -> list[dict]:
 def job_spec(form, settings: WebSettings, endpoints: EndpointPolicy) -> dict:
     """A job's spec from the submitted form; BadInput names the first problem."""
     question = str(form.get("question") or "").strip()
-    if not question:
+    if not question and not str(form.get("question_set") or "").strip():  # a set's question brings its own text (gold_of)
         raise BadInput("question: required")
     if len(question) > MAX_QUESTION or "\x00" in question:
         raise BadInput(f"question: at most {MAX_QUESTION} characters of text")
@@ -411,8 +418,65 @@ def job_spec(form, settings: WebSettings, endpoints: EndpointPolicy) -> dict:
     harness = str(form.get("harness") or "native")
     if harness not in harness_kinds():
         raise BadInput(f"harness: one of {', '.join(harness_kinds())}")
-    return {"question": question, "budget": budget, "budget_unit": unit, "force_budget": force, "tools": tools,
+    spec = {"question": question, "budget": budget, "budget_unit": unit, "force_budget": force, "tools": tools,
             "tool_names": names, "model": model, "endpoint": endpoint, "dataroom": None, "harness": harness}
+    spec.update(study_axes(form))
+    spec.update(gold_of(form, spec))
+    return spec
+
+
+def _choice(form, name: str, options: tuple[str, ...]) -> Optional[str]:
+    value = str(form.get(name) or "").strip()
+    if value and value not in options:
+        raise BadInput(f"{name}: one of {', '.join(options)}")
+    return value or None
+
+
+def _number(form, name: str, kind: type, low: float, high: float) -> Optional[float]:
+    text = str(form.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        raise BadInput(f"{name}: a {'whole ' if kind is int else ''}number, not {text[:40]!r}") from None
+    if not low <= value <= high or value != value:
+        raise BadInput(f"{name}: between {low:g} and {high:g}")
+    return value
+
+
+def study_axes(form) -> dict:
+    """The axes a sweep has, for one web job: retriever, delivery, noise, control policy, seed, temperature, max_tokens."""
+    return {"retriever": _choice(form, "retriever", ("dense", "bm25", "hybrid")),
+            "delivery": _choice(form, "delivery", ("inline", "file")),
+            "policy": _choice(form, "policy", ("keyword", "dense", "oracle")),
+            "noise": _number(form, "noise", float, 0, 10), "seed": _number(form, "seed", int, 0, 2**31 - 1),
+            "temperature": _number(form, "temperature", float, 0, 2), "max_tokens": _number(form, "max_tokens", int, 1, 131072)}
+
+
+def gold_of(form, spec: dict) -> dict:
+    """The job's gold, so that its run is graded: a question of a packaged set (its text, gold and dataroom), or a
+    gold answer typed with the question (aliases one per line). Neither: the run is not graded."""
+    from . import questionsets
+
+    name = str(form.get("question_set") or "").strip()
+    if name:
+        q = questionsets.find(name, str(form.get("question_id") or "").strip())
+        if q is None:
+            raise BadInput(f"question_id: not a question of set {name[:60]!r}" if name in questionsets.sets()
+                           else f"question_set: one of {', '.join(questionsets.sets())}")
+        qs = questionsets.sets()[name]
+        return {"question": q.question, "question_id": q.id, "questions_path": str(qs.path), "question_set": name,
+                "set_dataroom": str(qs.dataroom), "gold": q.answer, "aliases": list(q.aliases), "gold_files": list(q.gold_files)}
+    gold = str(form.get("gold") or "").strip()
+    aliases = [a.strip() for a in str(form.get("aliases") or "").splitlines() if a.strip()]
+    if len(gold) > 2000 or "\x00" in gold or len(aliases) > 50 or any(len(a) > 2000 for a in aliases):
+        raise BadInput("gold: at most 2000 characters, and at most 50 aliases")
+    if aliases and not gold:
+        raise BadInput("aliases: need a gold answer")
+    if spec.get("policy") == "oracle":
+        raise BadInput("policy: the oracle reads the question's gold files: pick a question of a question set")
+    return {"gold": gold or None, "aliases": aliases}
 
 
 def parse_budget(value: Any, unit: str, settings: WebSettings) -> int:

@@ -172,8 +172,8 @@ class JobRunner:
         cmd = [self.python, "-m", "searchbox.web.prepare", "--progress", str(self.progress_path(job.id))]
         if spec.get("tools"):
             cmd += ["--tools", spec["tools"]]
-        if spec.get("dataroom"):
-            cmd += ["--dataroom", spec["dataroom"]]
+        if spec.get("dataroom") or spec.get("set_dataroom"):
+            cmd += ["--dataroom", spec.get("dataroom") or spec["set_dataroom"]]
         try:
             self.preps[job.id] = self._spawn(job.id, "prepare (index build)", cmd)
         except OSError as exc:
@@ -207,9 +207,11 @@ class JobRunner:
             cmd += ["--model", spec["model"]]
         if spec.get("harness", "native") != "native":  # a resume keeps it: the run's config says which harness
             cmd += ["--harness", spec["harness"]]
+        cmd += study_flags(spec)
         cmd += ["--", spec["question"]]
-        if spec.get("dataroom"):
-            cmd.append(spec["dataroom"])
+        dataroom = spec.get("dataroom") or spec.get("set_dataroom")  # an upload, else the question set's own
+        if dataroom:
+            cmd.append(dataroom)
         return cmd
 
     def _launch(self, launch: Launch) -> None:
@@ -318,3 +320,22 @@ def _tail(path: Path, size: int = 8192) -> str:
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+# The web form's study axes and gold (app.study_axes, app.gold_of) as the single-run CLI's flags.
+AXIS_FLAGS = (("retriever", "--retriever"), ("delivery", "--delivery"), ("policy", "--policy"), ("noise", "--noise"),
+              ("seed", "--seed"), ("temperature", "--temperature"), ("max_tokens", "--max-tokens"),
+              ("gold", "--gold"), ("question_id", "--question-id"), ("questions_path", "--questions-path"))
+
+
+def study_flags(spec: dict) -> list[str]:
+    out: list[str] = []
+    for key, flag in AXIS_FLAGS:
+        if spec.get(key) not in (None, ""):
+            out += [flag, str(spec[key])]
+    if spec.get("gold"):
+        for alias in spec.get("aliases") or []:
+            out += ["--alias", alias]
+        for path in spec.get("gold_files") or []:
+            out += ["--gold-file", path]
+    return out

@@ -26,10 +26,11 @@ WRITE_EVERY_S = 0.5  # progress written at most this often (the first and last e
 
 
 def run_dataroom(spec: dict) -> Path:
-    """The dataroom the job's run will open: its upload, or the run's default (the packaged corpus)."""
+    """The dataroom the job's run will open: its upload, its question set's, or the run's default (the packaged corpus)."""
     from ..corpus.dataroom import packaged_corpus
 
-    return Path(spec["dataroom"]) if spec.get("dataroom") else packaged_corpus()
+    given = spec.get("dataroom") or spec.get("set_dataroom")  # an upload, else the question set's own dataroom
+    return Path(given) if given else packaged_corpus()
 
 
 def run_config(spec: dict) -> RunConfig:

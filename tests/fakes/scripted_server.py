@@ -27,12 +27,13 @@ from tests.fakes.loopback import JsonHandler, Loopback
 
 class ScriptedServer(Loopback):
     def __init__(self, script=None, n_ctx=8192, supports_tools=True, chars_per_token=4.0, model_id="scripted-model",
-                 build_info="b0000-scripted", slots=None, slot_actions=True):
+                 build_info="b0000-scripted", slots=None, slot_actions=True, n_predict=-1, caps=True):
         self.script = list(script or [])
         self.slots, self.slot_actions = slots, slot_actions  # slots: report llama-server's total_slots; slot_actions: answer erase
         self.erased: list[int] = []  # slot ids erased through POST /slots/N?action=erase
         self.model_id, self.build_info = model_id, build_info
         self.n_ctx = n_ctx
+        self.n_predict, self.caps = n_predict, caps  # llama-server's -n (-1: none); caps=False: /props has no chat_template_caps
         self.supports_tools = supports_tools
         self.cpt = chars_per_token
         self.requests: list[dict] = []
@@ -45,9 +46,10 @@ class ScriptedServer(Loopback):
         class Handler(JsonHandler):
             def do_GET(self):
                 if self.path == "/props":
-                    props = {"default_generation_settings": {"n_ctx": server.n_ctx},
-                             "chat_template": "{{ messages }}", "build_info": server.build_info,
-                             "chat_template_caps": {"supports_tool_calls": server.supports_tools, "supports_tools": server.supports_tools}}
+                    props = {"default_generation_settings": {"n_ctx": server.n_ctx, "params": {"n_predict": server.n_predict}},
+                             "chat_template": "{{ messages }}", "build_info": server.build_info}
+                    if server.caps:
+                        props["chat_template_caps"] = {"supports_tool_calls": server.supports_tools, "supports_tools": server.supports_tools}
                     self._send(200, {**props, **({"total_slots": server.slots} if server.slots else {})})
                 elif self.path == "/metrics":
                     self._send(200, "llamacpp:prompt_tokens_seconds 123.5\nllamacpp:predicted_tokens_seconds 45.25\n", "text/plain")

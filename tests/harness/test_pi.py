@@ -185,9 +185,9 @@ def test_pi_tool_rows_are_what_the_harness_ran_and_a_refused_call_is_a_malformed
 
 def test_a_failing_endpoint_stops_a_pi_run_as_model_error(tmp_path, pi):
     cfg = pi_cfg(budget=2)
-    with PiServer([{"status": 500, "message": "boom"}] * 4) as srv:
+    with PiServer([{"status": 503, "message": "boom"}] * 4) as srv:  # 503 is retried (a 500 that says why is not)
         meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
-    assert meta["stop_reason"] == "model_error" and "500" in meta["stop_detail"]
+    assert meta["stop_reason"] == "model_error" and "503" in meta["stop_detail"]
     assert len(srv.requests) == cfg.model.retries + 1  # the client's retries, not Pi's as well
     turns, _ = tables(tmp_path / "run")
     assert meta["status"] == "complete" and list(turns["ended_by"]) == ["stop"]  # the turn cut short still has its row

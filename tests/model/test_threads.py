@@ -182,3 +182,34 @@ def test_describe_names_every_pool():
     text = plan(2, 2, True).describe()
     assert "llama-server x2 (1 slot(s), -t 1 each)" in text and "torch 1" in text and "BLAS 1" in text and "2 run(s) in flight" in text
     assert ThreadPlan.from_env(plan(2, 1, False).to_env()) == plan(2, 1, False)
+
+
+# ---- a server started by hand on this host (issue 31) ----------------------------------------
+def _fake_proc(tmp_path, pid: int, argv: list[str]):
+    d = tmp_path / str(pid)
+    d.mkdir(parents=True)
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_a_local_llama_server_is_found_by_its_port(tmp_path):
+    from searchbox.model import localserver
+
+    _fake_proc(tmp_path, 4242, ["/opt/llama/llama-server", "-m", "x.gguf", "--port", "8081", "-t", "2"])
+    _fake_proc(tmp_path, 4343, ["/usr/bin/python", "-m", "http.server", "8082"])
+    found = localserver.find("http://127.0.0.1:8081/v1", proc=str(tmp_path))
+    assert found == localserver.LocalServer(4242, 2, 8081)
+    assert localserver.find("http://127.0.0.1:8082", proc=str(tmp_path)) is None  # not a llama-server
+    assert localserver.find("http://10.1.2.3:8081", proc=str(tmp_path)) is None  # another host
+    _fake_proc(tmp_path, 4444, ["llama-server", "--threads=3"])  # default port 8080
+    assert localserver.find("http://localhost:8080", proc=str(tmp_path)).threads == 3
+
+
+def test_the_plan_counts_a_local_server_as_busy_cores():
+    from searchbox.model import localserver
+
+    elsewhere = threads.plan(4, 1, True, server_local=False)
+    here = threads.plan(4, 1, True, server_local=False, local_server=localserver.LocalServer(7, 2, 8080))
+    assert elsewhere.torch_threads == 4 and here.torch_threads == 2
+    assert "on this host" in here.why and "pid 7" in here.why and "2 core(s) counted busy" in here.why
+    # On 2 cores a 2-thread server still leaves one to the embedder, never none.
+    assert threads.plan(2, 1, True, server_local=False, local_server=localserver.LocalServer(7, 2, 8080)).torch_threads == 1

@@ -48,3 +48,16 @@ def test_cli_refuses_unknown_tool(tmp_path):
     proc = _cli("q?", "--tools", "telepathy", "--out", str(tmp_path / "r"), "--endpoint", "http://127.0.0.1:9")
     assert proc.returncode == 2 and "unknown tool 'telepathy'" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_cli_prints_the_servers_reason_and_no_missing_answer_path(tmp_path):
+    # llama-server --no-jinja answers a request with tools so; the CLI says it, once, and does not retry it.
+    script = [{"status": 500, "message": "tools param requires --jinja flag"}] * 5
+    with ScriptedServer(script) as srv:
+        proc = _cli("q?", "--budget", "1", "--tools", "low", "--protocol", "native", "--out", str(tmp_path / "r"), "--endpoint", srv.url)
+        assert len(srv.requests) == 1
+    assert proc.returncode == 1
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("model_error")
+    assert lines[1].startswith("reason: ") and "tools param requires --jinja flag" in lines[1]
+    assert "ANSWER.md" not in lines[2] and "no answer written" in lines[2]

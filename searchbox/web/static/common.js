@@ -56,6 +56,8 @@ function nav() {
     h("a", { href: "/", text: "Jobs" }),
     h("a", { href: "/sweeps", text: "Sweeps" }));
   document.body.prepend(top);
+  const skip = document.querySelector("body > a.skip");
+  if (skip) document.body.prepend(skip);  // the skip link stays the first tab stop, before the navigation
 }
 
 // ---- jobs: what each action does (the server says which apply and what they do) ----------

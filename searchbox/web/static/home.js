@@ -51,6 +51,8 @@ async function submit(ev) {
   form.append("tools", tools.length ? tools.join(",") : "none");
   form.append("model", $("#model").value);
   form.append("endpoint", $("#endpoint").value);
+  for (const id of ["question_set", "question_id", "gold", "aliases", "retriever", "delivery", "policy", "noise", "seed", "temperature", "max_tokens"])
+    form.append(id, $("#" + id).value);
   const file = $("#dataroom").files[0];
   if (file) form.append("dataroom", file, file.name);
   $("#submit").disabled = true;
@@ -105,6 +107,32 @@ async function refreshJobs() {
   // native: searchbox's loop; pi: the reference agent in the same box (python -m searchbox setup installs it)
   $("#harness").replaceChildren(...CONFIG.harnesses.map(k => h("option", { value: k, text: k })));
   $("#submit-form").addEventListener("submit", submit);
+  setupQuestionSets(CONFIG.question_sets || []);
   refreshJobs();
   setInterval(refreshJobs, 1500);
 })();
+
+// A question of a packaged set brings its text, its gold (the run is graded) and its dataroom.
+let SET_QUESTIONS = [];
+function setupQuestionSets(sets) {
+  const pick = $("#question_set"), which = $("#question_id");
+  pick.append(...sets.map(s => h("option", { value: s.name, text: s.label })));
+  pick.addEventListener("change", async () => {
+    SET_QUESTIONS = [];
+    which.replaceChildren(h("option", { value: "", text: pick.value ? "loading…" : "pick a set first" }));
+    which.disabled = true;
+    const chosen = !!pick.value;
+    for (const id of ["gold", "aliases"]) $("#" + id).disabled = chosen;  // the set's gold is used
+    $("#question").readOnly = chosen;
+    if (!chosen) return;
+    const out = await api(`/api/question_sets/${encodeURIComponent(pick.value)}`);
+    SET_QUESTIONS = out.questions;
+    which.replaceChildren(h("option", { value: "", text: `${out.questions.length} questions: pick one` }),
+      ...out.questions.map(q => h("option", { value: q.id, text: `${q.id}: ${q.question.slice(0, 90)}` })));
+    which.disabled = false;
+  });
+  which.addEventListener("change", () => {
+    const q = SET_QUESTIONS.find(x => x.id === which.value);
+    $("#question").value = q ? q.question : "";
+  });
+}

@@ -544,7 +544,8 @@ function renderTree(tree) {
       const path = prefix + name;
       return h("details", { "data-path": path, open: open.has(path) || path === "work" }, h("summary", { text: name + "/" }), build(child, path + "/"));
     }),
-    ...node.files.map(([name, path, size]) => h("div", { class: "file", "data-path": path, onclick: () => viewFile(path) }, name, h("span", { text: bytes(size) }))),
+    ...node.files.map(([name, path, size]) => h("div", { class: "file", "data-path": path, tabindex: "0", role: "button", onclick: () => viewFile(path),
+      onkeydown: ev => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); viewFile(path); } } }, name, h("span", { text: bytes(size) }))),
   ];
   const el = $("#files");
   el.classList.remove("muted");

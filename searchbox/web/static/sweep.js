@@ -61,10 +61,13 @@ function renderTable() {
   const d = T.data;
   const cols = $("#all-cols").checked ? d.columns : d.shown;
   const rows = rowsNow();
+  // Each header sorts through a button inside it, so the keyboard reaches it (Tab, then Enter or Space).
   $("#runs thead").replaceChildren(h("tr", {}, cols.map((c, i) => h("th", {
     class: `sortable${i === 0 ? " sticky" : ""}${d.scores.includes(c) ? " score-col" : ""}${T.sort === c ? (T.desc ? " sorted-desc" : " sorted-asc") : ""}`,
-    "data-col": c, text: c, title: SCORE_TIPS[c] || null,
-    onclick: () => { if (T.sort === c) T.desc = !T.desc; else { T.sort = c; T.desc = d.scores.includes(c); } renderTable(); } }))));
+    "data-col": c, title: SCORE_TIPS[c] || null, "aria-sort": T.sort === c ? (T.desc ? "descending" : "ascending") : "none",
+    onclick: () => { if (T.sort === c) T.desc = !T.desc; else { T.sort = c; T.desc = d.scores.includes(c); } renderTable();
+                     const again = $(`#runs th[data-col="${CSS.escape(c)}"] button`); if (again) again.focus(); } },
+    h("button", { type: "button", class: "th-sort", text: c, "aria-label": `sort by ${c}` })))));
   $("#runs tbody").replaceChildren(...rows.map(r => h("tr", { "data-run": r.run_id }, cols.map(c => td(c, r)))));
   const means = d.scores.filter(c => cols.includes(c)).map(c => {
     const xs = rows.map(r => r[c]).filter(v => typeof v === "number");
