@@ -210,3 +210,17 @@ def test_the_seed_question_set_is_audited_too(shared_data, capsys):
     assert main(["audit", str(shared_data / "jina-qa.jsonl"), str(shared_data / "jina-corpus.zip")]) == 1
     out = capsys.readouterr().out
     assert "several_values" in out and out.strip().splitlines()[-1].startswith("audit failed:")
+
+
+def test_the_audit_reads_its_corpus_through_the_dataroom_zip_checks(tmp_path, capsys):
+    """A zip bomb given as the audit's corpus is refused in one line (it reached 6 GB RSS before)."""
+    import zipfile
+
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("a.md", b"\0" * (64 * 1024**2))
+    good = tmp_path / "q.jsonl"
+    good.write_text(json.dumps({"id": "a", "question": "q?", "answer": "x", "gold_files": ["a.md"]}) + "\n")
+    assert main(["audit", str(good), str(bomb)]) == 2
+    err = capsys.readouterr().err
+    assert "zip bomb" in err and err.count("\n") == 1
