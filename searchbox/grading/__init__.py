@@ -4,14 +4,16 @@
 trace.jsonl, work/dataroom), so `python -m searchbox.grade` can redo it at any time. What each grade means:
 - `correct` (the primary grade): the answer line asserts the gold (or an alias) and nothing contradicting it
   (grading/correct.py: negated, retracted, hedged, a bound, several candidates of the gold's type, a wrong unit all
-  fail; the claim is read by grading/claim.py, its typed values found by candidates.py and compared by values.py);
+  fail; the claim is read by grading/claim.py, its typed values found by candidates.py and compared by values.py, the
+  question's shape (comparison options, whole names, explanations) read by shape.py);
 - `contains` (the lenient grade): counts an answer whose answer part holds a gold's tokens, contiguous and in order,
   whatever else it says;
 - `exact_match`: counts an answer whose answer line's tokens are exactly a gold's (or one of its written forms);
 - `f1`: the best token F1 of the answer line against a gold (partial credit for overlapping tokens);
 - `judge`: an LLM judge's CORRECT/INCORRECT on the answer part (optional; preferred when configured);
 - `evidence_recall` and the other evidence_* fields: see searchbox/evidence.py.
-Normalisation (tokens, dates, units, licenses, names) for all of them: grading/normalize.py. A grade
+Normalisation (tokens, dates, units, currencies, licenses, names) for all of them: grading/normalize.py. Question files are
+read, bounded and checked, by grading/qfile.py; graders read the first answer.ANSWER_CAP characters. A grade
 that cannot be computed (no gold) is None, never 0.
 """
 
