@@ -224,3 +224,12 @@ def test_the_audit_reads_its_corpus_through_the_dataroom_zip_checks(tmp_path, ca
     assert main(["audit", str(good), str(bomb)]) == 2
     err = capsys.readouterr().err
     assert "zip bomb" in err and err.count("\n") == 1
+
+
+def test_the_audit_refuses_an_unknown_type(tmp_path):
+    """A type spelled `multihop` skipped every multi-hop check (issue 29)."""
+    corpus = Corpus.of(corpus_texts(small_corpus(tmp_path / "corpus")))
+    q = Built("x", "When was jx-two-1.5b released?", "March 4, 2024", [], ["jx-two-1.5b.md"], "multihop")
+    f = audit_one(q, corpus)
+    assert f.reasons == ["unknown_type"] and "'multihop'" in f.details[0]
+    assert audit_one(Built("y", q.question, q.answer, [], q.gold_files, "single-hop"), corpus).ok
