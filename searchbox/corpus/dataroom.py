@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import stat
@@ -372,16 +373,23 @@ def chunk_text(text: str, size: int = 1400, overlap: int = 180) -> list[tuple[in
     return chunks
 
 
-def corpus_texts(source: Path) -> dict[str, str]:
-    """Every file of a zip or folder as text, keyed as the dataroom will show it (wrapper folder stripped)."""
-    source = Path(source)
+def corpus_texts(source: Path, limits: DataroomLimits | None = None) -> dict[str, str]:
+    """Every file of a zip or folder as text, keyed as the dataroom will show it (wrapper folder stripped).
+
+    Read through the dataroom's own checks (names, links, sizes, compression ratio, what actually inflates), so a
+    zip bomb given to the audit is refused in one line as it would be for a run."""
+    source, limits = Path(source), limits or DataroomLimits()
     if source.is_dir():
-        raw = {p.relative_to(source).as_posix(): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file() and not p.is_symlink()}
+        raw = {rel: path.read_bytes() for path, rel, _ in _folder_members(source, limits)}
         strip = 0
-    elif zipfile.is_zipfile(source):
-        with zipfile.ZipFile(source) as zf:
-            raw = {i.filename: zf.read(i) for i in zf.infolist() if not i.is_dir()}
-        strip = _wrapper_prefix([tuple(PurePosixPath(n).parts) for n in raw])
+    elif source.is_file() and zipfile.is_zipfile(source):
+        with open_zip(source) as zf:
+            raw, counter = {}, [0]
+            for info, parts in _zip_members(zf, source, limits):
+                sink = io.BytesIO()
+                _stream(zf, info, limits, counter, sink)
+                raw["/".join(parts)] = sink.getvalue()
+        strip = 0  # _zip_members already stripped the wrapper folder
     elif source.exists():
         raise DataroomError(f"{source}: not a zip archive or a folder")
     else:

@@ -4,32 +4,34 @@
 trace.jsonl, work/dataroom), so `python -m searchbox.grade` can redo it at any time. What each grade means:
 - `correct` (the primary grade): the answer line asserts the gold (or an alias) and nothing contradicting it
   (grading/correct.py: negated, retracted, hedged, a bound, several candidates of the gold's type, a wrong unit all
-  fail; the claim is read by grading/claim.py, its typed values found by candidates.py and compared by values.py);
+  fail; the claim is read by grading/claim.py, its typed values found by candidates.py and compared by values.py, the
+  question's shape (comparison options, whole names, explanations) read by shape.py);
 - `contains` (the lenient grade): counts an answer whose answer part holds a gold's tokens, contiguous and in order,
   whatever else it says;
 - `exact_match`: counts an answer whose answer line's tokens are exactly a gold's (or one of its written forms);
 - `f1`: the best token F1 of the answer line against a gold (partial credit for overlapping tokens);
 - `judge`: an LLM judge's CORRECT/INCORRECT on the answer part (optional; preferred when configured);
 - `evidence_recall` and the other evidence_* fields: see searchbox/evidence.py.
-Normalisation (tokens, dates, units, licenses, names) for all of them: grading/normalize.py. A grade
+Normalisation (tokens, dates, units, currencies, licenses, names) for all of them: grading/normalize.py. Question files are
+read, bounded and checked, by grading/qfile.py; graders read the first answer.ANSWER_CAP characters. A grade
 that cannot be computed (no gold) is None, never 0.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
 from ..corpus import safefs
-from ..errors import ConfigError, ModelError
+from ..errors import ModelError
 from .evidence import EVIDENCE_VERSION
 from .evidence import of_run as evidence_of_run
 from .answer import ANSWER_PART_VERSION, AnswerPart, answer_part, is_reference
 from .correct import CORRECT_VERSION, Verdict, correct, verdict
 from .judge import PROMPT_HASH, Judge
+from .qfile import records
 from .normalize import NORMALIZER_VERSION, contains, exact_match, normalize, token_f1, tokens
 
 # Bump GRADER_VERSION with any change to what a grade means; it names its parts.
@@ -73,20 +75,9 @@ class Question:
 
 
 def load_questions(path: Path, limit: Optional[int] = None, ids: Optional[Iterable[str]] = None) -> list[Question]:
-    """Read a jsonl question file; each line needs `id` and `question`."""
-    out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-            q = Question(id=str(raw["id"]), question=raw["question"], answer=str(raw.get("answer", "")),
-                         aliases=[str(a) for a in raw.get("aliases") or []], gold_files=list(raw.get("gold_files") or []), type=raw.get("type", ""),
-                         evidence=[dict(e) for e in raw.get("evidence") or []], evidence_files=list(raw.get("evidence_files") or []),
-                         fact=str(raw.get("fact") or ""))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}:{n}: bad question line ({exc})") from exc
-        out.append(q)
+    """Read a jsonl question file; each line needs `id` and `question` (checked and bounded by grading/qfile.py)."""
+    out = [Question(id=r["id"], question=r["question"], answer=r["answer"], aliases=r["aliases"], gold_files=r["gold_files"], type=r["type"],
+                    evidence=r["evidence"], evidence_files=r["evidence_files"], fact=r["fact"]) for r in records(path)]
     if ids:
         wanted = set(map(str, ids))
         out = [q for q in out if q.id in wanted]

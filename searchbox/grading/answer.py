@@ -8,6 +8,9 @@ The agent is told to write the answer first and its sources after, under a `Sour
   bracket, markdown emphasis, a sentence end (. ! ?), a semicolon, or a spaced dash or bar; a word
   "sources:" inside the answer's sentence ("it draws on two sources: the card and the post") cuts
   nothing. With no such line, or nothing before it, the whole file is the answer part;
+- at most ANSWER_CAP (4,096) characters are read, after reasoning blocks are dropped: a longer answer is graded on
+  its first 4,096 characters (what it says past them, a Sources line included, is not read), so every grader's
+  time is bounded whatever the file holds;
 - reasoning blocks (<think>...</think>) and a leading "Answer:"/"Final answer:" label or heading
   are dropped;
 - file references are dropped (markdown link targets, URLs, `dataroom/...` and names with a
@@ -26,12 +29,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
-ANSWER_PART_VERSION = "part-2"
+ANSWER_PART_VERSION = "part-3"  # part-3: read at most ANSWER_CAP characters; inline Sources found in linear time
 
 _MARKERS = re.compile(r"[*_#>`]")
 _SOURCES_LINE = re.compile(r"^(?:[-+]\s+)?(sources?|references?|citations?|bibliography)(\s+used)?\s*(:|$)", re.IGNORECASE)
-_SOURCES_INLINE = re.compile(r"(?:[(\[]|[*_]+|[.!?;]|\s[-\u2013\u2014|])[\s(\[*_]*\b(sources?|references?)\s*\**\s*:", re.IGNORECASE)
+_SOURCES_WORD = re.compile(r"\b(?:sources?|references?)[ \t]*\**[ \t]*:", re.IGNORECASE)
+_OPENERS = " \t\u00a0([*_"  # what may stand between a part's opening and the word: whitespace, brackets, emphasis
+ANSWER_CAP = 4096  # characters of ANSWER.md (after reasoning blocks) that grading reads: the answer comes first, by the prompt
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,2}[.)])\s+")
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _LABEL_LINE = re.compile(r"^(?:final\s+|short\s+)?answer\s*:?\s*$", re.IGNORECASE)
@@ -61,16 +67,15 @@ def strip_references(text: str) -> str:
 
 def answer_part(answer_md: str, keep_references: bool = False) -> AnswerPart:
     """The part of ANSWER.md that grading reads (see the module docstring)."""
-    lines = _THINK.sub("", answer_md or "").splitlines()
+    lines = _THINK.sub("", answer_md or "")[:ANSWER_CAP].splitlines()
     cut, part = None, "whole"
     for i, line in enumerate(lines):
         if _SOURCES_LINE.match(_MARKERS.sub("", line).strip()):
             cut = i
             break
-        m = _SOURCES_INLINE.search(line)
-        if m and line[: m.start()].strip():
-            keep = line[: m.start() + (1 if m[0][0] in ".!?;" else 0)]  # a sentence's full stop stays with it
-            lines[i], cut = keep, i + 1
+        start = inline_sources(line)
+        if start is not None and line[:start].strip():
+            lines[i], cut = line[:start], i + 1
             break
     if cut is not None and any(ln.strip() for ln in lines[:cut]):
         lines, part = lines[:cut], "before_sources"
@@ -87,6 +92,27 @@ def answer_part(answer_md: str, keep_references: bool = False) -> AnswerPart:
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     claim, after = claim_of(text)
     return AnswerPart(text, first, part, claim, after)
+
+
+def inline_sources(line: str) -> Optional[int]:
+    """Where an inline "Sources:"/"References:" part starts in a line (what is kept ends there), or None.
+
+    It starts a part of its own after an opening bracket or markdown emphasis, a sentence end (. ! ? ;, kept with the
+    sentence), or a spaced dash or bar. Found by the word first, then one look back over the whitespace, brackets and
+    emphasis before it: each character is looked at a bounded number of times, so a line of `**` costs linear time
+    (a single regex for the same rule backtracked: 2 KiB of `**` took minutes)."""
+    for m in _SOURCES_WORD.finditer(line):
+        r = len(line[: m.start()].rstrip(_OPENERS))
+        region = line[r : m.start()]
+        before = line[r - 1] if r else ""
+        if before in (".", "!", "?", ";"):
+            return r
+        if before in ("-", "\u2013", "\u2014", "|") and r >= 2 and line[r - 2].isspace():
+            return r - 2
+        marks = [k for k, ch in enumerate(region) if ch in "([*_"]
+        if marks:
+            return r + marks[0]
+    return None
 
 
 def claim_of(text: str) -> tuple[str, str]:

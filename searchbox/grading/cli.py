@@ -29,6 +29,7 @@ from typing import Optional
 
 from ..record.collect import collect, run_dirs, write
 from ..errors import SearchboxError, cli
+from .qfile import MAX_GOLD_CHARS, MAX_QUESTION_CHARS, read_bounded
 from . import GRADER_VERSION, Judge, Question, explain, grade, grade_text, load_questions
 from ..record.record import read_meta, update_grades
 
@@ -37,6 +38,7 @@ MEANING = {"correct": "the answer line asserts the gold and nothing contradictin
            "contains": "the gold occurs somewhere in the answer part (the lenient grade)",
            "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
 OVERRIDES = {"judge", "judge_endpoint", "judge_model"}
+ANSWER_FILE_CAP = 1024**2  # bytes of an answer `check` reads (grading reads the first answer.ANSWER_CAP characters of it)
 
 
 @dataclass
@@ -126,13 +128,16 @@ def _answer_text(args: argparse.Namespace) -> str:
     if args.answer is not None and args.answer_file is not None:
         raise SearchboxError("give the answer once: --answer TEXT, --answer - (stdin) or --answer-file PATH")
     if args.answer_file is not None:
-        try:
-            text = Path(args.answer_file).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SearchboxError(f"cannot read the answer file {args.answer_file}: {exc.__class__.__name__}: {exc}".splitlines()[0]) from exc
+        try:  # regular files only, capped: never /dev/zero or a FIFO
+            text = read_bounded(Path(args.answer_file), ANSWER_FILE_CAP, "answer file")
+        except SearchboxError as exc:
+            raise SearchboxError(f"cannot read the answer file: {exc}") from None
     elif args.answer == "-":
         try:
-            text = sys.stdin.buffer.read().decode("utf-8")
+            data = sys.stdin.buffer.read(ANSWER_FILE_CAP + 1)
+            if len(data) > ANSWER_FILE_CAP:
+                raise SearchboxError(f"the answer on stdin is over the {ANSWER_FILE_CAP}-byte cap")
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise SearchboxError(f"cannot read the answer from stdin: {exc}".splitlines()[0]) from exc
     elif args.answer is not None:
@@ -158,6 +163,10 @@ def check(argv: list[str]) -> int:
         raise SearchboxError("check needs a non-empty --gold (the gold answer)")
     if any(not a.strip() for a in args.alias):
         raise SearchboxError("an --alias is empty")
+    for name, value, cap in [("--gold", args.gold, MAX_GOLD_CHARS), ("--question", args.question, MAX_QUESTION_CHARS),
+                             *(("--alias", a, MAX_GOLD_CHARS) for a in args.alias)]:
+        if len(value) > cap:
+            raise SearchboxError(f"{name} of {len(value)} characters: at most {cap} (a question file's limit too)")
     answer = _answer_text(args)
     question = Question("check", args.question, args.gold, list(args.alias))
     grades = grade_text(answer, question)

@@ -71,9 +71,10 @@ from . import claim as cl
 from . import values
 from .answer import claim_of
 from .candidates import Candidate
-from .normalize import contains, fold, tokens, umlaut_forms
+from . import shape
+from .normalize import contains, currency_names, fold, tokens, umlaut_forms
 
-CORRECT_VERSION = "correct-2"
+CORRECT_VERSION = "correct-3"  # correct-3: comparisons choose, one-word golds are whole names, explanations, currency names
 CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
 BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value
@@ -164,12 +165,12 @@ class Gold:
 
 def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -> Verdict:
     """`correct` with its reasons; `after`: the answer part's lines after the claim, whose bare values compete."""
-    golds = [g for g in golds if g and g.strip()]
+    golds = [currency_names(g) for g in golds if g and g.strip()]  # "US dollars", "USD" and "$" are one unit
     if not golds:
         return Verdict(math.nan, "no gold answer")
     gold = Gold.of(golds)
-    line = fold(claim or "").strip()[:CLAIM_CHARS]
-    line, after = _past_preamble(line, fold(after or ""), gold, question)
+    line = currency_names(fold(claim or "").strip()[:CLAIM_CHARS])
+    line, after = _past_preamble(line, currency_names(fold(after or "")), gold, question)
     if not line:
         return Verdict(0.0, "no answer")
     if cl.MARKUP.search(cl.STRUCK.sub("", line)):
@@ -203,7 +204,8 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     nouns = {p.value.noun for p in matched if p.kind == "number" and p.value.noun}
     other_date = _about_another_date(found, clauses, question)
     v.contradicting = [c.text for c in found if status[id(c)] in ("asserted", "offered") and gold.competes(c, nouns)
-                       and not gold.agrees(c) and not _echo(c, q_tokens) and not other_date(c)]
+                       and not gold.agrees(c) and not _echo(c, q_tokens) and not other_date(c)
+                       and not (c.kind in cl.NAMES and shape.explains(line, c.start, c.end, clauses, spans))]
     for c in found:  # a bound or total the gold breaks is another answer ("35%, or more than 40%")
         if status[id(c)] == "context" and gold.competes(c, nouns) and not _within(c, cl.context(c, masked, found), gold):
             v.contradicting.append(c.text)
@@ -218,8 +220,12 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
         v.offered.append(c.text)
         if gold.competes(c, nouns, names=True) and not gold.agrees(c) and not _echo(c, q_tokens):
             v.contradicting.append(c.text)
+    if gold_hit is not None and shape.inside_longer_name(line, golds) and not matched:
+        gold_hit, v.reason = None, "the gold is only part of a longer name"
+    if gold_hit is not None and (choice := shape.wrong_choice(line, question, golds)):
+        v.contradicting.append(choice)
     if gold_hit is None:
-        v.reason = "the gold is not asserted" + (" (it is only offered, denied or a bound)" if any(contains(line, [g]) for g in golds) else "")
+        v.reason = v.reason or "the gold is not asserted" + (" (it is only offered, denied or a bound)" if any(contains(line, [g]) for g in golds) else "")
     elif v.contradicting:
         v.reason = "the gold is asserted beside other candidates: " + "; ".join(v.contradicting)
     else:

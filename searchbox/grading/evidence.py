@@ -20,7 +20,8 @@ One definition for every tier, read from what the agent received (the tool messa
     *distinctive*: found in no other dataroom file and no dataroom path (else, the answer line with its
     neighbouring lines, up to MAX_RADIUS on a side, widened until distinctive).
 - Never evidence: a `read` of a file under work/ outside dataroom/ (the agent's own notes; only the results
-  the harness delivered under results/ count), the output of a bash command that reads no dataroom text (one
+  the harness delivered under results/ count: one the delivering tool's own message announced, that no write/edit
+  and no bash command naming results/ with a way to write has touched, whatever the file's name), the output of a bash command that reads no dataroom text (one
   that names neither dataroom/ nor results/ and walks no tree: `echo`, `base64 -d` of what the agent typed),
   and any window that occurs in what the agent itself sent or
   was given before the output (every call's arguments, its own messages, the question): an error echoing a
@@ -50,7 +51,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from ..corpus import markup, safefs
 
-EVIDENCE_VERSION = "evidence-5"  # bump when the definition above changes
+EVIDENCE_VERSION = "evidence-6"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent wrote)
 MIN_CHARS = 20  # shorter text is not specific enough to name a file (gold_content_seen)
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -59,6 +60,11 @@ MAX_RADIUS = 4  # neighbouring lines joined to an answer line, at most, to make 
 SLACK_WORDS = 3  # words an occurrence may span beyond the gold's own word count
 FILE_CAP = 4 * 1024**2  # bytes read of one dataroom file
 DELIVERED = re.compile(r"results/(\d+)-([A-Za-z0-9_.-]+)\.txt")  # where the toolset delivers a result (delivery=file)
+# A delivered result is one the harness announced in the delivering tool's own message (tools/__init__.py _deliver);
+# a file of that name the agent made (write, or a bash command that names results/ and can write) never is.
+ANNOUNCED = re.compile(r"Result written to (results/\d+-[A-Za-z0-9_.-]+\.txt)(?![\w.-])")
+BASH_WRITES_RESULTS = re.compile(r"results.*?(?:>|\btee\b|\bcp\b|\bmv\b|\bsed\b|\bdd\b|\bln\b|\btouch\b|\btruncate\b|\bpython|\bperl\b|\bnode\b)"
+                                 r"|(?:>|\btee\b|\bcp\b|\bmv\b|\bdd\b|\bln\b|\btouch\b|\bpython|\bperl\b|\bnode\b).*?results", re.DOTALL)
 AGENT_WRITES = ("write", "edit")  # tools whose path argument names a file the agent made
 _READ_PREFIX = re.compile(r"^\s*\d+\t")  # read, cat -n, nl
 _NAME_FIELD = re.compile(r"^(?:model_name|slug):[ \t]*[\"']?([^\"'\n]+?)[\"']?[ \t]*$", re.MULTILINE)  # what a document is named
@@ -369,6 +375,8 @@ def tool_outputs(trace: Path) -> Iterator[Output]:
     sent: list[str] = []
     written: set[str] = set()  # work paths the agent's write/edit calls named
     called: dict[str, int] = {}  # tool name -> calls so far (a delivered result names its tool)
+    announced: set[str] = set()  # results/<n>-<tool>.txt that the harness said it wrote, in that tool's own message
+    bash_wrote_results = False  # a bash command that names results/ and can write: no file there is the harness's any more
     with open(trace, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
@@ -389,10 +397,15 @@ def tool_outputs(trace: Path) -> Iterator[Output]:
                     called[name] = called.get(name, 0) + 1
                     if name in AGENT_WRITES and (p := work_path(args.get("path"))):
                         written.add(p)
+                    if name == "bash" and isinstance(args.get("command"), str) and BASH_WRITES_RESULTS.search(args["command"]):
+                        bash_wrote_results = True
             elif role == "tool":
                 name, args = calls.get(str(message.get("tool_call_id")), (str(message.get("name") or "?"), {}))
                 name = str(message.get("name") or name)
                 origin, path = "tool", None
+                if name != "bash" and (m := ANNOUNCED.match(_content(message))) and DELIVERED.fullmatch(m[1]) \
+                        and DELIVERED.fullmatch(m[1])[2] == name:
+                    announced.add(m[1])
                 if name == "read":
                     p = work_path(args.get("path")) or ""
                     delivered = DELIVERED.fullmatch(p)
@@ -400,7 +413,7 @@ def tool_outputs(trace: Path) -> Iterator[Output]:
                         origin = "tool"  # a call the trace kept no path of: judged by its text alone
                     elif p.startswith("dataroom/"):
                         origin, path = "dataroom", p[len("dataroom/"):]
-                    elif delivered and p not in written and called.get(delivered[2], 0) > 0:
+                    elif delivered and p in announced and p not in written and not bash_wrote_results:
                         origin = "delivered"
                     else:
                         origin = "agent"

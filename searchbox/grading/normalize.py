@@ -59,7 +59,7 @@ from decimal import Decimal, InvalidOperation
 
 from . import licenses
 
-NORMALIZER_VERSION = "norm-4"
+NORMALIZER_VERSION = "norm-5"  # norm-5: "US dollars", "Swiss francs"... are their ISO codes
 
 _GROUP_SEP = re.compile(r"(?<=\d)[,\u00a0\u202f\u2009'\u2019](?=\d{3}(?!\d))")
 _SCALE_LETTER = re.compile(r"(?<=\d)(K|k|M|B|b|T)\b")
@@ -106,6 +106,23 @@ _CLOCK = re.compile(r"(?<![\d:.])(?P<h>\d{1,2})(?::(?P<m>\d{2})(?::(?P<s>\d{2}))
 _PER_HOUR = re.compile(r"(?<=\d)\s*(km|mi)\s*/\s*h\b", re.IGNORECASE)
 _MINUS_WORD = re.compile(r"\bminus\s+(?=\d)", re.IGNORECASE)
 _CURRENCY_PREFIX = re.compile(r"(?<![\w$])(?:us|au|a|ca|c|nz|hk|s)\$", re.IGNORECASE)
+# A currency named with its country ("US dollars", "Swiss francs") is one unit, as its code and symbol are.
+_CURRENCY_NAMES = {"usd": r"u\.?\s?s\.?|united\s+states|american", "aud": "australian", "cad": "canadian", "nzd": r"new\s+zealand",
+                   "hkd": r"hong\s+kong", "sgd": "singapore"}
+_CURRENCY_NAME = re.compile(r"(?<![\w.])(?:(?P<dollar>" + "|".join(f"(?P<{c}>{w})" for c, w in _CURRENCY_NAMES.items())
+                            + r")\s+dollars?|(?:british\s+)?pounds?\s+sterling|british\s+pounds?|japanese\s+yen|swiss\s+francs?"
+                            + r"|indian\s+rupees?)\b", re.IGNORECASE)
+_NAMED_CODE = {"british": "gbp", "pound": "gbp", "japanese": "jpy", "swiss": "chf", "indian": "inr"}
+
+
+def currency_names(text: str) -> str:
+    """Every currency written as its name with a country ("74,000 US dollars") as its ISO code ("74,000 usd")."""
+    def code(m: re.Match) -> str:
+        if m["dollar"]:
+            return " " + next(c for c in _CURRENCY_NAMES if m[c]) + " "
+        return " " + _NAMED_CODE[next(w for w in _NAMED_CODE if m[0].lower().startswith(w))] + " "
+
+    return _CURRENCY_NAME.sub(code, text)
 
 ARTICLES = {"a", "an", "the"}
 ONES = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
@@ -367,7 +384,7 @@ def money_and_powers(text: str) -> str:
 def tokens(text: str) -> list[str]:
     """The canonical tokens of an answer or a gold string (see the module docstring)."""
     text = _GROUP_SEP.sub("", fold(_GROUP_SEP.sub("", text or "")))  # before NFKC too: it turns thin spaces into spaces
-    text = _CURRENCY_PREFIX.sub(lambda m: f" {CURRENCY[m[0].lower()]} ", money_and_powers(text))
+    text = _CURRENCY_PREFIX.sub(lambda m: f" {CURRENCY[m[0].lower()]} ", money_and_powers(currency_names(text)))
     text = _MIDDLE_INITIAL.sub(r"\1 ", licenses.canonical(text))
     text = _SCALE_LETTER.sub(lambda m: " " + _SCALE_LETTERS[m[1]], text)
     text = _SCALE_SHORT.sub(lambda m: " " + _SCALE_SHORTS[m[1].lower()], text)

@@ -6,6 +6,7 @@ Every check reads the documents as the grader does, through `searchbox.grading.n
 - the gold (answer or an alias) occurs in the question's gold files, which exist in the corpus, in a line that states
   it rather than denies it (the grader's primary grade reads the line: "38.4 metres, not 41 metres" denies 41 metres),
   except where the answer is worked out rather than stated (aggregate, aggregation, count, comparison, yes/no);
+- its type is one the audit knows (TYPES): a misspelt "multihop" would skip every multi-hop check;
 - the question does not hold its own answer;
 - a multi-hop question (type "multi-hop") has two gold files, and exactly one of them holds the answer (the *answer file*; the
   other is the bridge): with the answer in both, either document alone answers it;
@@ -34,6 +35,7 @@ from ..grading.normalize import tokens
 
 REASONS = {  # id -> what it means, in the order the table lists them
     "duplicate_id": "another question has the same id",
+    "unknown_type": "its type is none the audit knows, so no check of its kind would run (\"multihop\" skipped every multi-hop check)",
     "no_gold_files": "names no gold file, so nothing can be checked",
     "missing_gold_file": "a gold file is not in the corpus",
     "gold_not_in_files": "no gold (answer or alias) is stated in its gold files (absent, or only denied)",
@@ -46,7 +48,8 @@ REASONS = {  # id -> what it means, in the order the table lists them
 }
 LINE_BREAK = "qqsearchboxlinebreakqq"  # a word that tokenises to itself and that no gold holds
 DERIVED = frozenset({"aggregate", "aggregation", "count", "comparison", "yes-no", "yes/no", "boolean"})  # answers worked out, not stated
-POLAR = ({"yes"}, {"no"})  # a yes/no answer is worked out whatever the question's type says
+POLAR = ({"yes"}, {"no"})
+TYPES = frozenset({"single-hop", "multi-hop", "factoid", "bridge"}) | DERIVED  # every type a check reads; anything else is refused  # a yes/no answer is worked out whatever the question's type says
 FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
 FIELDS_BY_TEMPLATE = {"card_release_date": "release_date", "successor_release_date": "release_date", "card_parameters": "parameter_size",
                       "post_to_card_parameters": "parameter_size", "successor_parameters": "parameter_size"}
@@ -285,6 +288,9 @@ def disagreeing(values: list[Value]) -> list[Value]:
 
 def audit_one(q: AuditedQuestion, corpus: Corpus) -> Finding:
     f = Finding(q.id, q.type)
+    if q.type not in TYPES:
+        f.fail("unknown_type", f"{q.type!r}; known: {', '.join(sorted(TYPES))}")
+        return f
     golds = [g for g in [q.answer, *q.aliases] if g and tokens(g)]
     if not q.gold_files:
         f.fail("no_gold_files")

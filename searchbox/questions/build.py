@@ -29,6 +29,7 @@ import yaml
 
 from ..errors import SearchboxError, cli
 from ..corpus.dataroom import corpus_texts
+from ..grading.qfile import records
 from .audit import Corpus, Finding, audit, audit_one, report
 
 FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
@@ -301,27 +302,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def load(path: Path) -> list[Built]:
-    """A question file as the audit reads it (the builder's `template` kept); a bad line is one error naming it."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise SearchboxError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SearchboxError(f"{path}: cannot read ({exc})") from exc
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-            for key in ("aliases", "gold_files"):
-                if not isinstance(raw.get(key) or [], list):
-                    raise TypeError(f"{key} must be a list, not {type(raw[key]).__name__}")
-            q = Built(str(raw["id"]), str(raw["question"]), str(raw.get("answer") or ""), [str(a) for a in raw.get("aliases") or []],
-                      [str(g) for g in raw.get("gold_files") or []], str(raw.get("type") or ""), str(raw.get("template") or ""))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise SearchboxError(f"{path}:{n}: not a question line ({type(exc).__name__}: {exc})") from exc
-        out.append(q)
+    """A question file as the audit reads it (the builder's `template` kept); checked as every reader checks it (grading/qfile.py)."""
+    out = [Built(r["id"], r["question"], r["answer"], r["aliases"], r["gold_files"], r["type"], r["template"]) for r in records(path, duplicates=True)]
     if not out:
         raise SearchboxError(f"{path}: no questions")
     return out

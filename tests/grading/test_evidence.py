@@ -348,3 +348,30 @@ def cards(tmp_path):
         '---\ntitle: "Meet jina-reranker-v3"\nslug: reranker-v3-launch\npublished_at: 2025-10-01T09:00:00.000+02:00\n---\n'
         "# Meet jina-reranker-v3\n\nToday, October 1, 2025, we release jina-reranker-v3, a listwise reranker.\n")
     return room
+
+
+def test_a_results_file_the_agent_made_with_bash_is_never_delivered(run):
+    """Issue 29: the agent wrote results/1-grep.txt and opened it with read; it was credited as if the harness delivered it."""
+    rd, ctx = run
+    grep = builtins.grep(ctx, "38.4 metres", "dataroom")
+    (rd / "work" / "results").mkdir()
+    (rd / "work" / "results" / "1-grep.txt").write_text(_text(grep))
+    opened = builtins.read(ctx, "results/1-grep.txt")
+    pointer = 'Result written to results/1-grep.txt (120 characters, 1 lines). Open it with read(path="results/1-grep.txt").'
+    refused = "Error: could not deliver the result to results/1-grep.txt: exists"
+    made = [*call(1, "bash", {"command": "mkdir -p results && printf '%s' \"$T\" > results/1-grep.txt"}, "", "c0"),
+            *call(1, "grep", {"pattern": "38.4 metres", "path": "dataroom"}, refused, "c1"),  # the harness could not deliver
+            *call(1, "read", {"path": "results/1-grep.txt"}, opened, "c2")]
+    assert graded(rd, made).recall == 0.0
+    over = [*call(1, "grep", {"pattern": "38.4 metres", "path": "dataroom"}, pointer, "c1"),
+            *call(1, "bash", {"command": "cp notes.txt results/1-grep.txt"}, "", "c0"),  # written over after a real delivery
+            *call(1, "read", {"path": "results/1-grep.txt"}, opened, "c2")]
+    assert graded(rd, over).recall == 0.0
+    echoed = [*call(1, "bash", {"command": "echo 'Result written to results/1-grep.txt (1 characters)'"},
+                    "Result written to results/1-grep.txt (1 characters)", "c0"),  # bash cannot announce a delivery
+              *call(1, "grep", {"pattern": "x", "path": "dataroom"}, "no matches", "c1"),
+              *call(1, "read", {"path": "results/1-grep.txt"}, opened, "c2")]
+    assert graded(rd, echoed).recall == 0.0
+    real = [*call(1, "grep", {"pattern": "38.4 metres", "path": "dataroom"}, pointer, "c1"),
+            *call(1, "read", {"path": "results/1-grep.txt"}, opened, "c2")]
+    assert graded(rd, real).recall == 1.0

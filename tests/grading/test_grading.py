@@ -453,11 +453,56 @@ def test_check_reads_stdin_and_files(tmp_path, capsys, monkeypatch):
     (["--gold", "x", "--answer-file", "/nonexistent/answer.md"], "cannot read"),
     (["--gold", "x", "--answer", "x", "--answer-file", "y"], "once"),
     (["--gold", "x", "--answer", "x", "--bogus"], "unrecognized"),
+    (["--gold", "x", "--answer-file", "/dev/zero"], "not a regular file"),  # read without end before
+    (["--gold", "x" * 100_000, "--answer", "x"], "--gold of 100000 characters"),
+    (["--gold", "x", "--alias", "y" * 100_000, "--answer", "x"], "--alias of 100000 characters"),  # hung past 120 s before
 ])
 def test_check_bad_input_is_one_line(capsys, argv, message):
     assert grade_cli.main(["check", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_check_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    import os
+    fifo = tmp_path / "answer.md"
+    os.mkfifo(fifo)
+    assert grade_cli.main(["check", "--gold", "x", "--answer-file", str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("answer", ["**" * 1024, "**" * 8192, "1." * 8192, "(" * 16384, "(1.2" * 4096, "1" * 16384,
+                                    "It is " + "9" * 5000 + " metres.", "Gannet Rock. " * 800_000])
+def test_grading_time_is_bounded_whatever_the_answer(answer):
+    """Hostile shapes (backtracking bait, Python's integer-string limit, 10 MB) are graded fast: the graders read the
+    first answer.ANSWER_CAP characters, and the inline Sources rule is found in linear time ('**' x 1024 took minutes)."""
+    import time
+
+    from searchbox.grading import Question, grade_text
+
+    t = time.monotonic()
+    grades = grade_text(answer, Question("x", "How tall is Gannet Rock?", "38.4 metres"))
+    assert time.monotonic() - t < 5
+    assert grades["correct"] == 0.0
+
+
+def test_the_answer_past_the_cap_is_not_read():
+    from searchbox.grading import Question, grade_text
+    from searchbox.grading.answer import ANSWER_CAP
+
+    q = Question("x", "How tall is Gannet Rock?", "38.4 metres")
+    assert grade_text("38.4 metres" + " " * (ANSWER_CAP - 20), q)["correct"] == 1.0
+    assert grade_text(" " * ANSWER_CAP + "38.4 metres", q)["contains"] == 0.0
+
+
+def test_inline_sources_keeps_the_old_rule():
+    from searchbox.grading.answer import inline_sources
+
+    for line, kept in [("38.4 metres. Sources: g.md", "38.4 metres."), ("38.4 metres (Sources: g.md)", "38.4 metres "),
+                       ("38.4 metres **Sources:** g.md", "38.4 metres "), ("38.4 metres - Sources: g.md", "38.4 metres"),
+                       ("38.4 metres; references: g.md", "38.4 metres;")]:
+        assert line[: inline_sources(line)] == kept, line
+    assert inline_sources("it draws on two sources: the card and the post") is None
 
 
 def test_check_unreadable_file(tmp_path, capsys):

@@ -210,3 +210,26 @@ def test_the_seed_question_set_is_audited_too(shared_data, capsys):
     assert main(["audit", str(shared_data / "jina-qa.jsonl"), str(shared_data / "jina-corpus.zip")]) == 1
     out = capsys.readouterr().out
     assert "several_values" in out and out.strip().splitlines()[-1].startswith("audit failed:")
+
+
+def test_the_audit_reads_its_corpus_through_the_dataroom_zip_checks(tmp_path, capsys):
+    """A zip bomb given as the audit's corpus is refused in one line (it reached 6 GB RSS before)."""
+    import zipfile
+
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("a.md", b"\0" * (64 * 1024**2))
+    good = tmp_path / "q.jsonl"
+    good.write_text(json.dumps({"id": "a", "question": "q?", "answer": "x", "gold_files": ["a.md"]}) + "\n")
+    assert main(["audit", str(good), str(bomb)]) == 2
+    err = capsys.readouterr().err
+    assert "zip bomb" in err and err.count("\n") == 1
+
+
+def test_the_audit_refuses_an_unknown_type(tmp_path):
+    """A type spelled `multihop` skipped every multi-hop check (issue 29)."""
+    corpus = Corpus.of(corpus_texts(small_corpus(tmp_path / "corpus")))
+    q = Built("x", "When was jx-two-1.5b released?", "March 4, 2024", [], ["jx-two-1.5b.md"], "multihop")
+    f = audit_one(q, corpus)
+    assert f.reasons == ["unknown_type"] and "'multihop'" in f.details[0]
+    assert audit_one(Built("y", q.question, q.answer, [], q.gold_files, "single-hop"), corpus).ok
