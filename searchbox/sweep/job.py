@@ -445,6 +445,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
     qpath = resolve_path(sc.questions.path) or Path(__file__).resolve().parents[1] / "builtin" / "questions.jsonl"
     questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
+    from ..datasets.check import require
+
+    require(questions, dataroom, qpath)  # a gold file name that resolves nowhere fails here, in one line, before any run
     data_id = dataroom_identity(dataroom)
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
