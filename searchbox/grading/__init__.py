@@ -137,12 +137,16 @@ def beside_accuracy(run_dir: Path, answer: str, question: Question) -> dict:
             "confidence": stated_confidence(answer), "confidence_version": CONFIDENCE_VERSION}
 
 
-def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None) -> dict:
+def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None, judges: Optional[list] = None) -> dict:
     """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0."""
     answer = read_answer(run_dir)
     grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds).grades(),
               "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}
     grades.update(beside_accuracy(run_dir, answer, question))
+    if judges:  # grading.judges: several judges, each with its own columns (grading/judges.py)
+        from .judges import verdicts
+
+        grades.update(verdicts(judges, question.question, question.golds, graded_part(answer, question).text))
     if judge is not None:
         try:
             grades.update(judge.identity())

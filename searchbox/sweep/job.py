@@ -62,6 +62,7 @@ class GradingConfig:
     judge: bool = False
     judge_endpoint: Optional[str] = None  # null = the run's endpoint
     judge_model: Optional[str] = None
+    judges: list = field(default_factory=list)  # [{name, endpoint, model, prompt}]: several judges at once (grading/judges.py)
 
 
 @dataclass
@@ -488,6 +489,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         judge = None
         if sc.grading.judge:  # asks the judge's endpoint what it serves now, so a wrong one fails before any run
             judge = Judge.connect(sc.grading.judge_endpoint or pool.live[0].url, sc.grading.judge_model or cfg.model.model, base=cfg.model)
+        from ..grading.judges import connect as connect_judges
+
+        judge_set = connect_judges(list(sc.grading.judges or []), cfg.model)  # each endpoint asked what it serves, before any run
 
         def attempt(item) -> Outcome:
             q, key = item
@@ -530,7 +534,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 break
             ok = meta["stop_reason"] not in INFRA_STOPS
             if ok:
-                grades = grade(tmp, q, judge)
+                grades = grade(tmp, q, judge, judge_set)
                 update_grades(tmp, grades)
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)
