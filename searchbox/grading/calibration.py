@@ -3,7 +3,8 @@
 The parse: the last line of ANSWER.md (outside <think> blocks) that, without markdown markers, starts with
 `Confidence`, optionally `score` or `level`, then `:` or `=`, then a number. `NN%` and a number above 1 are percent
 (so `85%` and `85` are 0.85, `0.85` is 0.85); a value above 100 percent, or a line with no number, states none.
-A confidence written inside a sentence ("I have some confidence: ...") is not a confidence line.
+The task asks for the line when harness.ask_confidence (grading.confidence in a sweep) is true
+(harness/agent.py ASK_CONFIDENCE). A confidence written inside a sentence ("I have some confidence: ...") is not a confidence line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from .answer import _MARKERS, _THINK
 
 CONFIDENCE_VERSION = "confidence-1"
 _LINE = re.compile(r"^\s*confidence(?:\s+(?:score|level))?\s*[:=]\s*(\d{1,3}(?:\.\d+)?)\s*(%|percent)?\s*(?:$|[\s(/.,;])", re.IGNORECASE)
-PROMPT_LINE = "After your answer and its Sources line, write one line `Confidence: NN%`: how likely your answer is correct."
 
 
 def stated_confidence(answer_md: str) -> Optional[float]:

@@ -62,6 +62,7 @@ class GradingConfig:
     judge: bool = False
     judge_endpoint: Optional[str] = None  # null = the run's endpoint
     judge_model: Optional[str] = None
+    confidence: bool = False  # ask each run for a `Confidence: NN%` line (harness.ask_confidence); calibration in the report
     judges: list = field(default_factory=list)  # [{name, endpoint, model, prompt}]: several judges at once (grading/judges.py)
 
 
@@ -103,7 +104,8 @@ class SweepConfig:
 
     def run_config(self) -> RunConfig:
         harness = HarnessConfig(**{**self.harness.__dict__, "budget": self.budget, "budget_unit": self.budget_unit,
-                                   "token_metric": self.token_metric, "force_budget": self.force_budget, "delivery": self.delivery})
+                                   "token_metric": self.token_metric, "force_budget": self.force_budget, "delivery": self.delivery,
+                                   "ask_confidence": self.harness.ask_confidence or self.grading.confidence})
         model = ModelConfig(**{**self.model.__dict__, "seed": self.seed})
         noise = NoiseConfig(ratio=self.noise, seed=self.distractors.seed, source=self.distractors.source)
         return RunConfig(model=model, harness=harness, retrieval=self.backend, limits=self.limits, index=self.index, noise=noise,

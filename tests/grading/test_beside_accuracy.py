@@ -81,3 +81,14 @@ def test_grade_carries_the_new_metrics(tmp_path):
     assert g["gold_doc_recall"] == 1.0 and g["evidence_doc_recall"] == 0.5  # a.md never reached the agent
     assert g["search_calls"] == 1 and json.loads(g["search_calls_by_tool"]) == {"bash:rg": 1}
     assert g["confidence"] == 0.8 and g["correct"] == 1.0  # the sources and confidence lines do not spoil the answer
+
+
+def test_asking_for_confidence_moves_only_the_prompt_and_reads_back():
+    from searchbox.config import HarnessConfig, RunConfig
+    from searchbox.harness.agent import ASK_CONFIDENCE, system_prompt
+
+    plain = system_prompt(HarnessConfig(today="2026-01-01"), "", ["read"])
+    asked = system_prompt(HarnessConfig(today="2026-01-01", ask_confidence=True), "", ["read"])
+    assert ASK_CONFIDENCE not in plain and asked == plain + ASK_CONFIDENCE  # the key sees it through prompt.system
+    assert "ask_confidence" not in RunConfig().semantic()["harness"]  # so the config part of every default key is unchanged
+    assert stated_confidence("Paris\n\nSources: a.md\nConfidence: 72%") == 0.72  # the line the prompt asks for
