@@ -28,3 +28,16 @@ def test_browsecomp_plus_experiment_on_an_imported_fixture(tmp_path):
         assert col in runs.columns, col
     oracle = runs[runs["model"] == "control-oracle"]
     assert oracle["evidence_doc_recall"].notna().all()
+
+
+def test_grep_paper_experiment_on_an_imported_longmemeval_fixture(tmp_path):
+    data = tmp_path / "lme"
+    do_import("longmemeval", FIX / "longmemeval_s.json", data)
+    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "+experiment=grep_paper", "model=control-keyword,control-oracle",
+           "harness=native", "noise=0", "tools=grep_only", f"dataroom.path={data / 'dataroom'}", f"questions.path={data / 'questions.jsonl'}",
+           f"sweep.root={tmp_path / 's'}"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HYDRA_FULL_ERROR": "1"}, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    runs = pd.read_parquet(tmp_path / "s" / "grep_paper" / "runs.parquet")
+    assert len(runs) == 8 and set(runs["delivery"]) == {"inline", "file"}  # 2 controls x 2 deliveries x 2 questions
+    assert runs["search_calls"].notna().all()
