@@ -60,3 +60,15 @@ def test_browsecomp_reply_without_a_verdict_is_missing(tmp_path):
 def test_bad_judge_specs(spec, needle):
     with pytest.raises(ConfigError, match=needle):
         connect(spec)
+
+
+def test_grade_check_shows_each_judges_verdict(capsys):
+    from searchbox.grading.cli import check
+
+    with JudgeServer(["judge-a"]) as a, JudgeServer(["judge-c"], reply=BC_NO) as c:
+        assert check(["--gold", "Ana Ruiz", "--answer", "Ana Ruiz", "--judge", a.url, "--judge", c.url,
+                      "--judge-prompt", "searchbox", "--judge-prompt", "browsecomp"]) == 0
+    out = capsys.readouterr().out
+    lines = {ln.split()[1]: ln.split()[2:5] for ln in out.splitlines() if ln.startswith("judge j")}
+    assert lines == {"j1": ["1.000", "judge-a", "prompt"], "j2": ["0.000", "judge-c", "prompt"]}
+    assert f"judge-c prompt {PROMPT_HASHES['browsecomp']}" in out
