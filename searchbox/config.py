@@ -36,6 +36,7 @@ OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
     "model.backoff_s", "model.max_response_bytes", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
     "harness.sandbox", "harness.work_quota_mb", "harness.work_quota_files",
+    "harness.ask_confidence",  # keyed through what it changes, the system prompt as sent (prompt.system), so default keys stay
     "retrieval.device", "retrieval.min_free_vram_gb", "retrieval.batch_size", "retrieval.cache", "retrieval.api_key_env",
     "index.root", "index.persistent",
     "limits.max_files", "limits.max_bytes", "limits.max_file_bytes", "limits.max_ratio",
@@ -94,6 +95,7 @@ class HarnessConfig:
     work_quota_mb: int = 1024
     work_quota_files: int = 20_000
     today: Optional[str] = None  # date in the prompt; null = today (set it for reproducibility)
+    ask_confidence: bool = False  # the task asks for a `Confidence: NN%` line in ANSWER.md (grading.confidence in a sweep)
     delivery: str = "inline"  # inline: tool output in the tool message; file: written to work/results/, the message points to it
 
 

@@ -142,6 +142,9 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
         parts += ["## Evidence recall per condition", "",
                   "Share of each question's gold files whose content reached the agent in a tool output.", "",
                   _md(_with_na(accuracy_table(runs, "evidence_recall", design=every.design), inert)), ""]
+    from .metrics import section as beside_accuracy
+
+    parts += beside_accuracy(runs, conds, grader, _md)  # citations, document recall, search calls, calibration, judge agreement
     runs, conds = frames.runs, frames.conditions  # from here on: the runs that could act
     pairs = comparisons(runs, grader, frames.design, conds=conds) if pairs is None else pairs
     pairs = pairs if "p_adj" in pairs.columns else adjust(pairs, family, method)
@@ -214,6 +217,9 @@ def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None =
     for name, make in {**FIGURES, **PAPER_FIGURES}.items():  # the figures whose axes the design has
         if name not in skipped:
             written += save(make(frames, grader), out, name)
+    from .metrics import figure as reliability
+
+    written += [p for p in [reliability(frames.runs, grader, out)] if p]
     (out / "summary.md").write_text(summary(every, grader, label or out.name, skipped, pairs, PAIRS_CSV, family, method), encoding="utf-8")
     written.append(out / "summary.md")
     return written

@@ -118,11 +118,26 @@ def read_answer(run_dir: Path) -> str:
     return (safefs.read_text(work, ANSWER_FILE) or "") if work.is_dir() else ""
 
 
-def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None) -> dict:
+def beside_accuracy(run_dir: Path, answer: str, question: Question) -> dict:
+    """The metrics beside accuracy (grading/citations.py, documents.py, searches.py, calibration.py say what each counts)."""
+    from . import citations, documents, searches
+    from .calibration import CONFIDENCE_VERSION, stated_confidence
+    files = citations.room_files(run_dir)
+    return {**citations.measure(answer, files, question.gold_files, question.evidence_files).grades(),
+            **documents.of_run(run_dir, question.gold_files, question.evidence_files, question.golds), **searches.of_run(run_dir),
+            "confidence": stated_confidence(answer), "confidence_version": CONFIDENCE_VERSION}
+
+
+def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None, judges: Optional[list] = None) -> dict:
     """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0."""
     answer = read_answer(run_dir)
     grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds).grades(),
               "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}
+    grades.update(beside_accuracy(run_dir, answer, question))
+    if judges:  # grading.judges: several judges, each with its own columns (grading/judges.py)
+        from .judges import verdicts
+
+        grades.update(verdicts(judges, question.question, question.golds, graded_part(answer, question).text))
     if judge is not None:
         try:
             grades.update(judge.identity())

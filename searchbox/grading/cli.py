@@ -158,6 +158,8 @@ def check(argv: list[str]) -> int:
     parser.add_argument("--answer-file", help="read the answer from this file")
     parser.add_argument("--question", default="", help="the question (what it already says is no competing claim)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--judge", action="append", default=[], metavar="URL", help="also ask the judge at this endpoint (repeatable: j1, j2, ...)")
+    parser.add_argument("--judge-prompt", action="append", default=[], metavar="PROMPT", help="the prompt of the judge in the same place (searchbox | browsecomp)")
     args = parser.parse_args(argv)
     if args.gold is None or not args.gold.strip():
         raise SearchboxError("check needs a non-empty --gold (the gold answer)")
@@ -176,6 +178,12 @@ def check(argv: list[str]) -> int:
            "contradicting": why.contradicting, "context": why.context, "answer_line": part.line, "claim": why.claim or part.claim,
            "answer_part": part.part,
            "golds": question.golds, "grader_version": GRADER_VERSION}
+    if args.judge:  # each judge's verdict on this one pair (grading/judges.py)
+        from .judges import connect, verdicts
+
+        prompts = list(args.judge_prompt) + ["searchbox"] * len(args.judge)
+        judges = connect([{"name": f"j{i}", "endpoint": url, "prompt": prompts[i - 1]} for i, url in enumerate(args.judge, 1)])
+        out.update(verdicts(judges, question.question, question.golds, part.text))
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
         return 0
@@ -187,6 +195,10 @@ def check(argv: list[str]) -> int:
         if out[label]:
             print(f"  {label}: " + "; ".join(out[label]))
     print(f"claim read: {out['claim']!r}")
+    for i in range(1, len(args.judge) + 1):
+        v = out.get(f"judge_j{i}")
+        print(f"judge j{i:<6} {'' if v is None else f'{v:.3f}':<6} {out.get(f'judge_j{i}_model', '')} prompt {out.get(f'judge_j{i}_prompt', '')} "
+              f"at {out.get(f'judge_j{i}_endpoint', '')}" + (f" ({out[f'judge_j{i}_error']})" if out.get(f"judge_j{i}_error") else ""))
     return 0
 
 

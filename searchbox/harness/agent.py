@@ -39,12 +39,15 @@ Write the answer itself first, as a short phrase on its own line, then a line st
 You may refine ANSWER.md as you learn more."""
 WITH_BASH = "Use the tools you have, or build your own: bash runs in your working directory, where you may write scripts and notes."
 WITHOUT_BASH = "Use the tools you have; you may write notes in your working directory."
+# harness.ask_confidence: the line grading/calibration.py reads back (stated_confidence)
+ASK_CONFIDENCE = "\nAfter the Sources line, write one line `Confidence: NN%`: how likely it is that your answer is correct."
 
 
 def system_prompt(harness: HarnessConfig, protocol_suffix: str, tool_names: list[str]) -> str:
     today = harness.today or dt.date.today().isoformat()
     tools_line = WITH_BASH if "bash" in tool_names else WITHOUT_BASH
-    return SYSTEM_PROMPT.format(today=today, tools_line=tools_line) + protocol_suffix
+    ask = ASK_CONFIDENCE if getattr(harness, "ask_confidence", False) else ""
+    return SYSTEM_PROMPT.format(today=today, tools_line=tools_line) + ask + protocol_suffix
 
 
 def visible_text(content: str) -> str:

@@ -62,6 +62,8 @@ class GradingConfig:
     judge: bool = False
     judge_endpoint: Optional[str] = None  # null = the run's endpoint
     judge_model: Optional[str] = None
+    confidence: bool = False  # ask each run for a `Confidence: NN%` line (harness.ask_confidence); calibration in the report
+    judges: list = field(default_factory=list)  # [{name, endpoint, model, prompt}]: several judges at once (grading/judges.py)
 
 
 @dataclass
@@ -107,7 +109,8 @@ class SweepConfig:
     def run_config(self, epoch: int = 0) -> RunConfig:
         """The run config of repeat `epoch` (0..epochs-1): seed + epoch, and nothing else changed."""
         harness = HarnessConfig(**{**self.harness.__dict__, "budget": self.budget, "budget_unit": self.budget_unit,
-                                   "token_metric": self.token_metric, "force_budget": self.force_budget, "delivery": self.delivery})
+                                   "token_metric": self.token_metric, "force_budget": self.force_budget, "delivery": self.delivery,
+                                   "ask_confidence": self.harness.ask_confidence or self.grading.confidence})
         model = ModelConfig(**{**self.model.__dict__, "seed": self.seed + epoch})
         noise = NoiseConfig(ratio=self.noise, seed=self.distractors.seed, source=self.distractors.source)
         return RunConfig(model=model, harness=harness, retrieval=self.backend, limits=self.limits, index=self.index, noise=noise,
@@ -469,6 +472,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
     qpath = resolve_path(sc.questions.path) or Path(__file__).resolve().parents[1] / "builtin" / "questions.jsonl"
     questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
+    from ..datasets.check import require
+
+    require(questions, dataroom, qpath)  # a gold file name that resolves nowhere fails here, in one line, before any run
     data_id = dataroom_identity(dataroom)
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
@@ -519,6 +525,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         judge = None
         if sc.grading.judge:  # asks the judge's endpoint what it serves now, so a wrong one fails before any run
             judge = Judge.connect(sc.grading.judge_endpoint or pool.live[0].url, sc.grading.judge_model or cfg.model.model, base=cfg.model)
+        from ..grading.judges import connect as connect_judges
+
+        judge_set = connect_judges(list(sc.grading.judges or []), cfg.model)  # each endpoint asked what it serves, before any run
 
         def attempt(item) -> Outcome:
             q, key = item
@@ -571,7 +580,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 break
             ok = meta["stop_reason"] not in INFRA_STOPS
             if ok:
-                grades = grade(tmp, q, judge)
+                grades = grade(tmp, q, judge, judge_set)
                 update_grades(tmp, grades)
                 (tmp / DONE).write_text(meta["stop_reason"])
                 os.replace(tmp, final)

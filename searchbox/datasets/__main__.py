@@ -1,0 +1,7 @@
+"""`python -m searchbox.datasets import|export|check ...` (searchbox.datasets.cli)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
