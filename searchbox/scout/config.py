@@ -1,6 +1,6 @@
 """The typed settings of a scout run: the round budget, the policy and the executor's limits.
 
-The defaults are micro-scout's measured settings (its docs/LIVE_SEARCH.md): 100 paths per `files`, 30 grep
+The defaults are micro-scout's measured settings (its live-search documentation): 100 paths per `files`, 30 grep
 matches in all and 8 per file, case-insensitive grep, reads of at most 120 lines and about 8,000 characters,
 a 3 s ripgrep deadline, 512 tokens per response, seed 42, 6 rounds, 6,000 characters of cited source and a
 90 s deadline for the whole search. Every one is a field here, so it is in the run's config and its key.

@@ -26,7 +26,7 @@ from ..model.llm import ChatClient, DeadlineExceeded, Usage
 from ..paths import atomic_write
 from ..model.protocol import _call_id
 from .actions import ACTIONS
-from .config import ScoutConfig
+from .config import ScoutConfig, loopback_only
 from .executor import ActionError, Executor, Reference, Result
 from .keyword import KeywordPolicy
 from .protocol import Call, ScoutJsonProtocol, ScoutNativeProtocol, calls_of, choose, kept
@@ -388,6 +388,7 @@ def run_scout(cfg: ScoutConfig, query: str, repo: Path | str, run_dir: Path | st
         return Scout(cfg, query, repo, Path(run_dir), KeywordAdapter(cfg, query), executor, extra_meta).run()
     if not endpoint:
         raise SearchboxError("policy=model needs an endpoint (--endpoint, $LLAMA_URL, or the embedded llama-server)")
+    loopback_only(endpoint, "endpoint")  # the repository's code goes to the model: only to one on this machine
     client = ChatClient(cfg.model, endpoint)
     try:
         protocol = choose(cfg.model.protocol, client, cfg.max_actions)  # probes never raise: an unreachable server fails in round 1
