@@ -40,6 +40,7 @@ MAX_PATTERN_CHARS = 500
 MAX_ARG_CHARS = 4096  # longest string argument of any action (paths, globs; a pattern is held to MAX_PATTERN_CHARS)
 MAX_LINE = 10**9  # largest line number an action may name (a file under the 1 MB cap has far fewer)
 REGEX_SIZE_LIMIT = "10M"  # a pattern that compiles past this is refused at once instead of eating memory
+INVENTORY_BYTES = 16 * 1024**2  # the visible-file list a globbed result is checked against: paths only, so room for ~300k files
 _VALIDATORS = {spec.name: Draft202012Validator(spec.parameters) for spec in ACTIONS}
 
 
@@ -409,13 +410,13 @@ class Executor:
         and ignore rules must govern discovery whatever glob the model sends."""
         if not self.limits.ignore_rules or not paths:
             return paths, ""
-        lines, note = self._rg(["--files"])
+        lines, note = self._rg(["--files"], INVENTORY_BYTES)
         inventory = {p for p in (self._display(line) for line in lines) if p}
         return [p for p in paths if p in inventory], note
 
     def top_level(self, limit: int = 40) -> str:
         """The repository's top level as discovery sees it (ignored entries left out), for the first message."""
-        lines, _ = self._rg(["--files"])
+        lines, _ = self._rg(["--files"], INVENTORY_BYTES)
         names = sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in (self._display(line) for line in lines) if p})
         more = f" (+{len(names) - limit} more)" if len(names) > limit else ""
         return ", ".join(names[:limit]) + more
@@ -435,9 +436,10 @@ class Executor:
             return None
         return path
 
-    def _rg(self, args: list[str]) -> tuple[list[str], str]:
+    def _rg(self, args: list[str], cap: Optional[int] = None) -> tuple[list[str], str]:
         """Run ripgrep under the deadline and output cap; (lines, note for the model). Errors raise ActionError."""
         lim = self.limits
+        cap = max(cap or 0, lim.grep_output_bytes)
         # The repository's own ignore rules, with or without a .git folder, and nothing from outside it (a parent's
         # .gitignore or the user's global excludes would make the same repository search differently elsewhere).
         ignore = ["--no-require-git", "--no-ignore-parent", "--no-ignore-global"] if lim.ignore_rules else ["--no-ignore"]
@@ -463,7 +465,7 @@ class Executor:
                         sel.unregister(key.fileobj)
                         continue
                     key.data.extend(chunk)
-                if len(out) >= lim.grep_output_bytes:
+                if len(out) >= cap:
                     capped = True
                     break
         finally:
@@ -480,9 +482,9 @@ class Executor:
         if proc.returncode == 2 and not out:
             message = err.decode("utf-8", errors="replace").strip().splitlines()
             raise ActionError("ripgrep refused the request: " + (" ".join(message)[:400] if message else "error"))
-        text = bytes(out[: lim.grep_output_bytes]).decode("utf-8", errors="replace")
+        text = bytes(out[:cap]).decode("utf-8", errors="replace")
         lines = text.split("\n")
         lines.pop()  # the empty string after the final newline, or a line cut by the cap
-        note = f"\n[output stopped at {lim.grep_output_bytes} bytes; results are incomplete]" if capped else ""
+        note = f"\n[output stopped at {cap} bytes; results are incomplete]" if capped else ""
         return lines, note
 

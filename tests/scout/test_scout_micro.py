@@ -81,6 +81,17 @@ def test_ignore_rules_govern_discovery_but_named_files_still_read(tmp_path):
     assert "build/generated.py" in Executor(root, ExecutorLimits(ignore_rules=False)).execute("files").data
 
 
+def test_the_inventory_a_glob_is_checked_against_is_not_cut_by_the_output_cap(tmp_path):
+    root = tmp_path / "repo"
+    (root / "a").mkdir(parents=True)
+    for i in range(50):
+        (root / "a" / f"m{i:03d}.py").write_text("x = 1\n")
+    (root / "z.py").write_text("needle = 1\n")
+    ex = Executor(root, ExecutorLimits(grep_output_bytes=64))  # far less than the 50 paths listed before z.py
+    assert ex.execute("files", {"glob": "z.py"}).data == ["z.py"]
+    assert [m.path for m in ex.execute("grep", {"pattern": "needle", "glob": "z.py"}).data] == ["z.py"]
+
+
 def test_ignore_rules_of_a_parent_folder_do_not_apply(tmp_path):
     (tmp_path / ".gitignore").write_text("repo/\n")
     root = _layout(tmp_path / "repo")
