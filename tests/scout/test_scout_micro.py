@@ -251,3 +251,16 @@ def test_mcp_refuses_an_endpoint_elsewhere(tmp_path, tiny):
 
 def test_rg_is_available():
     assert subprocess.run(["rg", "--version"], capture_output=True).returncode == 0
+
+
+def test_sweep_schema_starts_from_the_same_defaults_and_bad_flags_are_one_line(tmp_path, tiny, capsys):
+    from searchbox.scout.sweep import ScoutSweepConfig
+
+    swept, plain = ScoutSweepConfig().scout_config().to_dict(), ScoutConfig().to_dict()
+    for key in ("budget", "max_chars", "timeout_s", "limits"):
+        assert swept[key] == plain[key], key
+    assert swept["model"]["seed"] == 42 and swept["model"]["max_tokens"] == 512
+    for flags, message in [(["--timeout", "0"], "timeout_s=0"), (["--max-chars", "0"], "max_chars=0"), (["--context", "10"], "context_window=10")]:
+        assert main(["q", str(tiny), "--policy", "keyword", "--out", str(tmp_path / "r"), *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
