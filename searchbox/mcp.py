@@ -29,7 +29,7 @@ from .config import RetrievalConfig
 from .errors import SearchboxError, cli
 from .paths import home
 from .scout.actions import SCOUT_TOOL
-from .scout.config import POLICIES, ScoutConfig
+from .scout.config import POLICIES, ScoutConfig, loopback_only
 from .tools.catalog import BY_NAME, ToolSpec
 
 INSTRUCTIONS = ("search_dataroom and answer_question search the documents of one dataroom; scout finds where something "
@@ -57,6 +57,8 @@ class Backend:
             raise SearchboxError(f"--repo {repo}: not a directory")
         self.scout_cfg = scout.validate()
         self.endpoint = endpoint or os.environ.get("LLAMA_URL")
+        if self.endpoint:  # scout sends repository code to the model: only to one on this machine
+            loopback_only(self.endpoint, "--endpoint" if endpoint else "$LLAMA_URL")
         self.runs_dir = runs_dir
         self._tmp = tempfile.mkdtemp(prefix="searchbox-mcp-")
         self._make_writable = make_writable
@@ -114,7 +116,8 @@ class Backend:
         if self.repo is None:
             raise ToolFailure("no repository to scout: start the server with --repo DIR")
         cfg = ScoutConfig(**{**self.scout_cfg.__dict__, "budget": args.get("budget", self.scout_cfg.budget),
-                             "policy": args.get("policy", self.scout_cfg.policy)})
+                             "policy": args.get("policy", self.scout_cfg.policy),
+                             "max_chars": args.get("max_chars", self.scout_cfg.max_chars)})
         self._runs += 1
         run_dir = self.runs_dir / f"scout-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{self._runs}"
         result = run_scout(cfg, args["query"], self.repo, run_dir, self._endpoint(cfg))
@@ -383,14 +386,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--repo", type=Path, default=None, help="code repository for the scout tool")
     parser.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="dense", help="how search_dataroom ranks chunks")
     parser.add_argument("--device", default="cpu", help="embedder device: cpu | cuda | auto")
-    parser.add_argument("--endpoint", default=None, help="model endpoint for scout (default: $LLAMA_URL, else the embedded llama-server)")
+    parser.add_argument("--endpoint", default=None, help="model endpoint for scout, on this machine (loopback only; "
+                        "default: $LLAMA_URL, else the embedded llama-server)")
     parser.add_argument("--model", default=os.environ.get("MODEL_ID"), help="model id for scout requests (default: $MODEL_ID)")
     parser.add_argument("--policy", choices=POLICIES, default="model", help="scout's default policy (a call may override it)")
-    parser.add_argument("--budget", type=int, default=4, help="scout's default rounds (a call may override it)")
+    parser.add_argument("--budget", type=int, default=ScoutConfig.budget, help="scout's default rounds (a call may override it)")
+    parser.add_argument("--max-chars", type=int, default=ScoutConfig.max_chars,
+                        help="scout's default characters of cited source per search (a call may override it with max_chars)")
+    parser.add_argument("--timeout", type=float, default=ScoutConfig.timeout_s, help="scout's deadline per search in seconds")
     parser.add_argument("--runs", type=Path, default=None, help="where scout run directories go (default: $SEARCHBOX_HOME/mcp-runs)")
     args = parser.parse_args(argv)
     retrieval = RetrievalConfig(retriever=args.retriever, device=args.device)
-    scout = ScoutConfig(policy=args.policy, budget=args.budget)
+    scout = ScoutConfig(policy=args.policy, budget=args.budget, max_chars=args.max_chars, timeout_s=args.timeout)
     scout.model.model = args.model
     backend = Backend(args.dataroom, args.repo, retrieval, scout, args.endpoint, args.runs or home() / "mcp-runs")
     import anyio

@@ -1,11 +1,16 @@
 """The bounded executor of scout actions over one repository: no shell, no links, no hidden or escaping paths.
 
 Every action the model chooses lands here: `files(glob)` and `grep(pattern, glob)` run ripgrep (no
-shell, no config file, no link following, hidden files skipped, files over the size cap skipped)
-with a deadline and a cap on what it may print; `read` and `finish` open files one component at a
+shell, no config file, no link following, hidden files skipped, files over the size cap skipped,
+the repository's own ignore rules followed) with a deadline and a cap on what it may print; `read` and `finish` open files one component at a
 time with O_NOFOLLOW (searchbox.corpus.safefs). The executor remembers which lines of which file version
 the model was shown, so `finish` can only cite lines it actually read, and it re-hashes the file
 before handing back the reference.
+
+Ignore rules govern discovery, not access: `files` and `grep` never show a file the repository's
+.gitignore/.ignore/.rgignore hides (a positive `--glob` would override them in ripgrep, so globbed
+results are checked against the unglobbed inventory), while `read` of an explicitly named ignored file
+works; the root directory is the access boundary.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ MAX_PATTERN_CHARS = 500
 MAX_ARG_CHARS = 4096  # longest string argument of any action (paths, globs; a pattern is held to MAX_PATTERN_CHARS)
 MAX_LINE = 10**9  # largest line number an action may name (a file under the 1 MB cap has far fewer)
 REGEX_SIZE_LIMIT = "10M"  # a pattern that compiles past this is refused at once instead of eating memory
+INVENTORY_BYTES = 16 * 1024**2  # the visible-file list a globbed result is checked against: paths only, so room for ~300k files
 _VALIDATORS = {spec.name: Draft202012Validator(spec.parameters) for spec in ACTIONS}
 
 
@@ -50,9 +56,11 @@ class Reference:
     start_line: int
     end_line: int
     sha256: str
+    content: str = ""  # the cited lines as the file holds them (what the caller reads; max_chars bounds their sum)
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "start_line": self.start_line, "end_line": self.end_line, "sha256": self.sha256}
+        return {"path": self.path, "start_line": self.start_line, "end_line": self.end_line, "sha256": self.sha256,
+                "content": self.content}
 
 
 @dataclass
@@ -175,11 +183,13 @@ def check_arguments(action: str, args: dict) -> None:
 class Executor:
     """Runs actions against one repository root; holds what the model has read (one per scout run)."""
 
-    def __init__(self, root: Path, limits: Optional[ExecutorLimits] = None, rg: Optional[str] = None):
+    def __init__(self, root: Path, limits: Optional[ExecutorLimits] = None, rg: Optional[str] = None, max_chars: Optional[int] = None):
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise ActionError(f"{root}: not a directory")
         self.limits = limits or ExecutorLimits()
+        self.max_chars = max_chars  # characters of source all accepted finishes may cite together (None: no cap)
+        self.returned_chars = 0
         self.rg = rg or shutil.which("rg")
         if not self.rg:
             raise SetupError("ripgrep (rg) not found: apt-get install ripgrep")
@@ -262,10 +272,15 @@ class Executor:
     # ---- actions ------------------------------------------------------------------------------
     def files(self, glob: Optional[str] = None) -> Result:
         argv = ["--files"]
-        if glob not in (None, "", "*", "**", "**/*"):
+        globbed = glob not in (None, "", "*", "**", "**/*")
+        if globbed:
             argv += ["--glob", self._glob(glob)]
         lines, note = self._rg(argv)
         paths = [p for p in (self._display(line) for line in lines) if p]
+        if globbed:
+            paths, more = self._visible(paths)
+            note += more
+        paths = self._prioritized(paths)
         if not paths:
             return Result("files", {}, True, f"no files match {glob!r}" + note, data=[], programs=["rg"])
         shown = paths[: self.limits.files_max]
@@ -279,10 +294,12 @@ class Executor:
             raise ActionError("pattern must be a non-empty regular expression")
         if len(pattern) > MAX_PATTERN_CHARS:
             raise ActionError(f"pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
-        argv = ["--line-number", "--with-filename", "--null", "--no-heading", "--smart-case",
+        case = {"insensitive": "--ignore-case", "smart": "--smart-case", "sensitive": "--case-sensitive"}[self.limits.grep_case]
+        argv = ["--line-number", "--with-filename", "--null", "--no-heading", case,
                 "--max-count", str(self.limits.grep_max_per_file), "--max-columns", str(self.limits.line_max_chars),
                 "--max-columns-preview", "--regex-size-limit", REGEX_SIZE_LIMIT, "--regexp", pattern]
-        if glob not in (None, "", "*", "**", "**/*"):
+        globbed = glob not in (None, "", "*", "**", "**/*")
+        if globbed:
             argv += ["--glob", self._glob(glob)]
         lines, note = self._rg(argv)
         matches = []
@@ -293,6 +310,14 @@ class Executor:
             if not (sep and sep2 and number.isdigit() and path):
                 continue
             matches.append(Match(path, int(number), body))
+        if globbed:
+            visible, more = self._visible([m.path for m in matches])
+            keep = set(visible)
+            matches = [m for m in matches if m.path in keep]
+            note += more
+        first = self._prioritized(list(dict.fromkeys(m.path for m in matches)))
+        order = {p: i for i, p in enumerate(first)}
+        matches.sort(key=lambda m: order[m.path])  # stable: line order within a file stays
         if not matches:
             return Result("grep", {}, True, "no matches" + note, data=[], programs=["rg"])
         shown = matches[: self.limits.grep_max_lines]
@@ -319,14 +344,22 @@ class Executor:
         if last < first:
             raise ActionError(f"{rel}: end={last} is before start={first}")
         last = min(last, n, first + self.limits.read_max_lines - 1)
+        cap = self.limits.line_max_chars
+        shown, size = [], 0
+        for i, ln in enumerate(lines[first - 1:last], first):
+            row = f"{i:5d}  {ln if len(ln) <= cap else ln[:cap] + ' [line cut]'}"
+            if shown and size + len(row) + 1 > self.limits.read_max_chars:
+                break  # whole lines only; the first line always shows (it is at most line_max_chars long)
+            shown.append(row)
+            size += len(row) + 1
+        last = first + len(shown) - 1
         digest = sha256_hex(data)
         seen = self.seen.get(rel)
         changed = seen is not None and seen.sha256 != digest
         if seen is None or changed:
             seen = self.seen[rel] = _Seen(digest)  # lines read of an older version no longer count
         seen.ranges = _merge(seen.ranges + [(first, last)])
-        cap = self.limits.line_max_chars
-        body = "\n".join(f"{i:5d}  {ln if len(ln) <= cap else ln[:cap] + ' [line cut]'}" for i, ln in enumerate(lines[first - 1:last], first))
+        body = "\n".join(shown)
         head = f"{rel} (lines {first}-{last} of {n})" + (" [the file changed since you last read it]" if changed else "")
         tail = f"\n[{n - last} more lines; read on with start={last + 1}]" if last < n else ""
         return Result("read", {}, True, f"{head}:\n{body}{tail}", paths=[rel], data=(rel, first, last, lines[first - 1:last]))
@@ -349,7 +382,13 @@ class Executor:
         if digest != seen.sha256:
             raise ActionError(f"finish refused: {rel} changed since you read it (sha256 {seen.sha256[:12]}... then, "
                               f"{digest[:12]}... now); read it again")
-        ref = Reference(rel, first, last, digest)
+        content = "\n".join(split_lines(data)[first - 1:last])
+        if self.max_chars is not None and self.returned_chars + len(content) > self.max_chars:
+            left = self.max_chars - self.returned_chars
+            raise ActionError(f"finish refused: lines {first}-{last} of {rel} are {len(content)} characters of source and "
+                              f"{left} of the {self.max_chars} allowed (max_chars) are left; cite a shorter range")
+        self.returned_chars += len(content)
+        ref = Reference(rel, first, last, digest, content)
         return Result("finish", {}, True, f"reference accepted: {rel}:{first}-{last}", paths=[rel], data=ref)
 
     def not_found(self) -> Result:
@@ -362,7 +401,33 @@ class Executor:
         body = glob.lstrip("!")
         if body.startswith("/") or ".." in PurePosixPath(body).parts:
             raise ActionError(f"glob {glob!r} leaves the repository; use a relative glob such as 'src/**/*.py'")
+        if glob.endswith("/"):
+            glob += "**"  # a directory: everything under it (ripgrep alone would match only the directory itself)
         return glob
+
+    def _visible(self, paths: list[str]) -> tuple[list[str], str]:
+        """Those of `paths` the unglobbed inventory shows: a positive glob overrides ignore rules in ripgrep,
+        and ignore rules must govern discovery whatever glob the model sends."""
+        if not self.limits.ignore_rules or not paths:
+            return paths, ""
+        lines, note = self._rg(["--files"], INVENTORY_BYTES)
+        inventory = {p for p in (self._display(line) for line in lines) if p}
+        return [p for p in paths if p in inventory], note
+
+    def top_level(self, limit: int = 40) -> str:
+        """The repository's top level as discovery sees it (ignored entries left out), for the first message."""
+        lines, _ = self._rg(["--files"], INVENTORY_BYTES)
+        names = sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in (self._display(line) for line in lines) if p})
+        more = f" (+{len(names) - limit} more)" if len(names) > limit else ""
+        return ", ".join(names[:limit]) + more
+
+    def _prioritized(self, paths: list[str]) -> list[str]:
+        """Paths under the priority folders first, in their order (src/, then lib/), then the rest; within each group
+        ripgrep's sorted path order stays."""
+        prefixes = [d if d.endswith("/") else d + "/" for d in self.limits.priority_dirs]
+        if not prefixes:
+            return paths
+        return sorted(paths, key=lambda p: next((i for i, d in enumerate(prefixes) if p.startswith(d)), len(prefixes)))
 
     def _display(self, raw: str) -> Optional[str]:
         """ripgrep's path as a repository-relative path; None for anything hidden (defence in depth)."""
@@ -371,10 +436,14 @@ class Executor:
             return None
         return path
 
-    def _rg(self, args: list[str]) -> tuple[list[str], str]:
+    def _rg(self, args: list[str], cap: Optional[int] = None) -> tuple[list[str], str]:
         """Run ripgrep under the deadline and output cap; (lines, note for the model). Errors raise ActionError."""
         lim = self.limits
-        argv = [self.rg, "--no-config", "--no-ignore", "--no-follow", "--no-messages", "--color", "never", "--sort", "path",
+        cap = max(cap or 0, lim.grep_output_bytes)
+        # The repository's own ignore rules, with or without a .git folder, and nothing from outside it (a parent's
+        # .gitignore or the user's global excludes would make the same repository search differently elsewhere).
+        ignore = ["--no-require-git", "--no-ignore-parent", "--no-ignore-global"] if lim.ignore_rules else ["--no-ignore"]
+        argv = [self.rg, "--no-config", *ignore, "--no-follow", "--no-messages", "--color", "never", "--sort", "path",
                 "--max-filesize", str(lim.max_file_bytes), *args, "--", "./"]
         proc = subprocess.Popen(argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"})
@@ -396,7 +465,7 @@ class Executor:
                         sel.unregister(key.fileobj)
                         continue
                     key.data.extend(chunk)
-                if len(out) >= lim.grep_output_bytes:
+                if len(out) >= cap:
                     capped = True
                     break
         finally:
@@ -413,9 +482,9 @@ class Executor:
         if proc.returncode == 2 and not out:
             message = err.decode("utf-8", errors="replace").strip().splitlines()
             raise ActionError("ripgrep refused the request: " + (" ".join(message)[:400] if message else "error"))
-        text = bytes(out[: lim.grep_output_bytes]).decode("utf-8", errors="replace")
+        text = bytes(out[:cap]).decode("utf-8", errors="replace")
         lines = text.split("\n")
         lines.pop()  # the empty string after the final newline, or a line cut by the cap
-        note = f"\n[output stopped at {lim.grep_output_bytes} bytes; results are incomplete]" if capped else ""
+        note = f"\n[output stopped at {cap} bytes; results are incomplete]" if capped else ""
         return lines, note
 

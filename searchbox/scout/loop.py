@@ -1,7 +1,7 @@
 """One scout run: rounds of up to three actions chosen by a model (or the keyword control), executed, recorded.
 
 Statuses: `completed` (a finish was accepted), `abstained` (not_found), `budget_exhausted` (rounds
-spent without either), `model_error` (the endpoint failed past its retries or the context could
+spent without either, or the search's deadline `timeout_s` reached), `model_error` (the endpoint failed past its retries or the context could
 not hold the search). The run leaves the same artifacts as a dataroom run: run_meta.json,
 turns.parquet, tool_calls.parquet and trace.jsonl, plus scout.json (the result as the CLI prints it).
 """
@@ -22,12 +22,12 @@ from .. import __version__
 from ..record import record
 from ..config import stable_hash
 from ..errors import ModelError, SearchboxError
-from ..model.llm import ChatClient, Usage
+from ..model.llm import ChatClient, DeadlineExceeded, Usage
 from ..paths import atomic_write
 from ..model.protocol import _call_id
 from .actions import ACTIONS
-from .config import ScoutConfig
-from .executor import Executor, Reference, Result
+from .config import ScoutConfig, loopback_only
+from .executor import ActionError, Executor, Reference, Result
 from .keyword import KeywordPolicy
 from .protocol import Call, ScoutJsonProtocol, ScoutNativeProtocol, calls_of, choose, kept
 
@@ -70,14 +70,21 @@ class Proposal:
     info: dict = field(default_factory=dict)
 
 
+IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")  # hidden, never shown, but they decide what files and grep find
+
+
 def repo_identity(root: Path, cap_files: int = 50_000) -> dict:
-    """Content hash of what the scout can see (non-hidden regular files, links skipped), with counts."""
+    """Content hash of what the scout can see (non-hidden regular files, links skipped) and of the ignore rules that
+    decide what its discovery shows (.gitignore, .ignore, .rgignore at any depth, .git/info/exclude), with counts."""
     digest = hashlib.sha256()
     files = size = 0
+    exclude = Path(root) / ".git" / "info" / "exclude"
+    if exclude.is_file() and not exclude.is_symlink():
+        digest.update(b".git/info/exclude\0" + hashlib.sha256(exclude.read_bytes()[:2_000_000]).digest())
     for dirpath, dirs, names in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
-            if name.startswith("."):
+            if name.startswith(".") and name not in IGNORE_FILES:
                 continue
             full = Path(dirpath) / name
             st = os.lstat(full)
@@ -121,6 +128,7 @@ class ModelPolicy:
         self.messages: list[dict] = []
         self.tokens_per_char = 1 / 3.2  # recalibrated from every response's usage
         self.compactions = 0
+        self.deadline: Optional[float] = None  # set by Scout.run: no request waits past the search's deadline
 
     def start(self, system: str, user: str) -> list[dict]:
         self.messages = [{"role": "system", "content": system + self.protocol.system_suffix()}, {"role": "user", "content": user}]
@@ -130,7 +138,7 @@ class ModelPolicy:
         self._fit()
         payload = self.protocol.request(self.messages)
         payload["max_tokens"] = self.cfg.model.max_tokens
-        resp = self.client.chat(payload)
+        resp = self.client.chat(payload, deadline=self.deadline)
         sent = len(json.dumps(payload.get("messages", []))) + len(json.dumps(payload.get("tools") or payload.get("response_format") or ""))
         if resp.usage.prompt > 0 and sent:
             self.tokens_per_char = resp.usage.prompt / sent
@@ -218,6 +226,7 @@ class Scout:
         self.total = Usage()
         self.llm_s = self.tool_s = 0.0
         self.llm_calls = self.tool_calls = self.tool_errors = self.malformed = 0
+        self.deadline: Optional[float] = None  # time.monotonic() past which no round starts and no request waits
 
     def run(self) -> ScoutResult:
         cfg = self.cfg
@@ -226,6 +235,9 @@ class Scout:
         run_id = self.extra.pop("run_id", None) or stable_hash(cfg.to_dict(), self.query, identity["sha256"])
         started = dt.datetime.now(dt.timezone.utc)
         t_start = time.monotonic()
+        self.deadline = t_start + cfg.timeout_s if cfg.timeout_s else None
+        if hasattr(self.policy, "deadline"):
+            self.policy.deadline = self.deadline
         meta = {
             "run_id": run_id, "question": self.query, "status": "running", "started_at": started.isoformat(),
             "searchbox_version": __version__, "model": cfg.model.name if self.policy.name == "model" else "keyword",
@@ -246,16 +258,23 @@ class Scout:
         rnd = 0
         try:
             system = SYSTEM_PROMPT.format(max_actions=cfg.max_actions, budget=cfg.budget)
-            user = f"Find: {self.query}\n\nRepository top level: {top_level(self.executor.root)}"
+            user = f"Find: {self.query}\n\nRepository top level: {self._top_level()}"
             for m in self.policy.start(system, user):
                 rec.event("message", 0, message=m)
             for rnd in range(1, cfg.budget + 1):
+                if self._past_deadline():
+                    rnd -= 1
+                    result.detail = f"the search's deadline of {cfg.timeout_s:g} s was reached after {rnd} rounds"
+                    break
                 status = self._round(rec, rnd, references)
                 if status:
                     result.status = status
                     break
             else:
                 result.detail = f"{cfg.budget} rounds without finish or not_found"
+        except DeadlineExceeded as exc:  # the model's reply did not come before the search's deadline
+            result.status, result.detail = "budget_exhausted", f"the search's deadline of {cfg.timeout_s:g} s was reached ({exc})"
+            rec.event("error", rnd, message=result.detail)
         except ModelError as exc:
             result.status, result.detail = "model_error", str(exc)
             rec.event("error", rnd, message=str(exc))
@@ -282,6 +301,15 @@ class Scout:
             record.write_meta(self.run_dir, meta)
             atomic_write(self.run_dir / RESULT_FILE, json.dumps(result.to_dict(), indent=2))
         return result
+
+    def _top_level(self) -> str:
+        try:
+            return self.executor.top_level()
+        except ActionError:  # ripgrep refused or timed out: the plain listing (the model can still call files)
+            return top_level(self.executor.root)
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def _round(self, rec, rnd: int, references: list[Reference]) -> Optional[str]:
         """One response and its actions; the status when the search ends here, else None."""
@@ -310,6 +338,9 @@ class Scout:
                     res.text = f"Error: {res.error}"
                 elif call.error:
                     res = Result(call.name, call.arguments, False, f"Error: {call.error}", call.error)
+                elif self._past_deadline():
+                    res = Result(call.name, call.arguments, False, "", "not run: the search's deadline was reached")
+                    res.text = f"Error: {res.error}"
                 else:
                     res = self.executor.execute(call.name, call.arguments)
                 results.append(res)
@@ -352,11 +383,12 @@ def run_scout(cfg: ScoutConfig, query: str, repo: Path | str, run_dir: Path | st
     repo = Path(repo)
     if not repo.is_dir():
         raise SearchboxError(f"repository not found or not a directory: {repo}")
-    executor = Executor(repo, cfg.limits)
+    executor = Executor(repo, cfg.limits, max_chars=cfg.max_chars)
     if cfg.policy == "keyword":
         return Scout(cfg, query, repo, Path(run_dir), KeywordAdapter(cfg, query), executor, extra_meta).run()
     if not endpoint:
         raise SearchboxError("policy=model needs an endpoint (--endpoint, $LLAMA_URL, or the embedded llama-server)")
+    loopback_only(endpoint, "endpoint")  # the repository's code goes to the model: only to one on this machine
     client = ChatClient(cfg.model, endpoint)
     try:
         protocol = choose(cfg.model.protocol, client, cfg.max_actions)  # probes never raise: an unreachable server fails in round 1
@@ -365,3 +397,21 @@ def run_scout(cfg: ScoutConfig, query: str, repo: Path | str, run_dir: Path | st
         return Scout(cfg, query, repo, Path(run_dir), policy, executor, extra_meta).run()
     finally:
         client.close()
+
+
+def write_trace(path: Path | str, run_dir: Path | str, cfg: ScoutConfig, query: str, result: ScoutResult) -> Path:
+    """One JSON file with the whole search (micro-scout's --trace): the query, the settings, the result and every
+    event of the run's trace.jsonl (messages, actions with their arguments and results, errors, the stop)."""
+    events = []
+    trace_file = Path(run_dir) / "trace.jsonl"
+    if trace_file.exists():
+        for line in trace_file.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:  # a line cut by a crash: the rest still tells the story
+                continue
+    doc = {"query": query, "settings": cfg.to_dict(), "result": result.to_dict(), "events": events}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(doc, indent=1, ensure_ascii=False))
+    return path

@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..config import ModelConfig
 from .. import errors
-from .config import ExecutorLimits, ScoutConfig
+from .config import ExecutorLimits, ScoutConfig, scout_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -35,21 +35,25 @@ class ScoutSweepSettings:
 class ScoutSweepConfig:
     """The composed config of one scout job; Hydra checks every override against it."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=scout_model)
     limits: ExecutorLimits = field(default_factory=ExecutorLimits)
     sweep: ScoutSweepSettings = field(default_factory=ScoutSweepSettings)
     policy: str = "model"  # model | keyword
-    budget: int = 4  # rounds
-    max_actions: int = 3
-    seed: int = 0
+    budget: int = ScoutConfig.budget  # rounds
+    max_actions: int = ScoutConfig.max_actions
+    max_chars: int = ScoutConfig.max_chars  # characters of cited source per search
+    timeout_s: Optional[float] = ScoutConfig.timeout_s  # deadline of one search
+    seed: int = 42
     tasks: str = "benchmarks/scout_tasks/dev.json"  # task file (relative paths resolve against the project root)
     repos: Optional[str] = None  # one checkout per repository name; null = $SEARCHBOX_HOME/scout-repos
     limit: Optional[int] = None  # only the first N tasks
 
     def scout_config(self) -> ScoutConfig:
         model = ModelConfig(**{**self.model.__dict__, "seed": self.seed})
-        return ScoutConfig(policy=self.policy, budget=self.budget, max_actions=self.max_actions,
-                           limits=ExecutorLimits(**self.limits.__dict__), model=model).validate()
+        return ScoutConfig(policy=self.policy, budget=self.budget, max_actions=self.max_actions, max_chars=self.max_chars,
+                           timeout_s=self.timeout_s, limits=ExecutorLimits(**{**self.limits.__dict__,
+                                                                             "priority_dirs": list(self.limits.priority_dirs)}),
+                           model=model).validate()
 
 
 def label(policy: str, model_name: str) -> str:

@@ -69,7 +69,9 @@ def test_stdio_server_lists_and_calls_every_tool(tmp_path):
     assert search.structured_content["results"][0]["path"].startswith("dataroom/")
     assert not answer.is_error and len(answer.structured_content["results"]) == 1
     assert not scout.is_error and scout.structured_content["status"] == "completed"
-    assert scout.structured_content["references"][0] | {"sha256": ""} == {"path": "calc.py", "start_line": 9, "end_line": 12, "sha256": ""}
+    ref = scout.structured_content["references"][0]
+    assert ref | {"sha256": "", "content": ""} == {"path": "calc.py", "start_line": 9, "end_line": 12, "sha256": "", "content": ""}
+    assert ref["content"].startswith("def multiply_numbers(a, b):") and ref["content"].endswith("return result")
     assert json.loads(scout.content[0].text)["rounds"] == 1
     assert (Path(scout.structured_content["run_dir"]) / "tool_calls.parquet").exists()
     assert not keyword.is_error and keyword.structured_content["tokens"]["total"] == 0

@@ -131,7 +131,8 @@ def test_cli_json_output(tmp_path, repo, capsys):
         code = main(["Where are numbers multiplied?", str(repo), "--endpoint", srv.url, "--json", "--out", str(tmp_path / "cli")])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status"] == "completed" and out["rounds"] == 1 and out["tokens"]["total"] > 0
-    assert out["references"] == [{"path": "calc.py", "start_line": 9, "end_line": 12, "sha256": out["references"][0]["sha256"]}]
+    assert out["references"] == [{"path": "calc.py", "start_line": 9, "end_line": 12, "sha256": out["references"][0]["sha256"],
+                                  "content": "\n".join((repo / "calc.py").read_text().split("\n")[8:12])}]
 
 
 def test_cli_refuses_bad_input(tmp_path, capsys):

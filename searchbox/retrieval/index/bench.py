@@ -50,7 +50,8 @@ def load_questions(path: Path) -> list[dict]:
 
 
 def bench(folder: Path, questions: Optional[Path] = None, k: int = 10, n_queries: int = 100, device: str = "cpu",
-          ann_max_rows: int = 200_000, seed: int = 0, embed: Optional[Callable[[list[str]], np.ndarray]] = None) -> dict:
+          ann_max_rows: int = 200_000, seed: int = 0, embed: Optional[Callable[[list[str]], np.ndarray]] = None,
+          breakdown: bool = False) -> dict:
     from .encoders import encoder_for
 
     folder = Path(folder)
@@ -64,6 +65,7 @@ def bench(folder: Path, questions: Optional[Path] = None, k: int = 10, n_queries
     out: dict = {"index": str(folder), "rows": idx.rows, "live_rows": idx.live_rows, "dim": idx.dim, "segments": len(idx.segments),
                  "files": len(idx.files), "model": idx.state["embedder"].get("model"), "k": k,
                  "open_ms": {"first": round(opens[0] * 1000, 3), "p50": ms(opens, 50)}}
+    loads = _manifest_loads(folder) if breakdown else []
     if not idx.live_rows:
         return out
     qs = load_questions(questions) if questions else []
@@ -104,6 +106,13 @@ def bench(folder: Path, questions: Optional[Path] = None, k: int = 10, n_queries
         exact.append([int(r) for r in rows])
     out["exact_ms"] = {"search_p50": ms(search_t, 50), "search_p95": ms(search_t, 95), "join_p50": ms(join_t, 50),
                        "snippet_p50": ms(snip_t, 50)}
+    if breakdown:
+        stages = {"manifest_load": loads, "search": search_t, "join": join_t, "snippet": snip_t}
+        out["breakdown_ms"] = {name: {"p50": ms(v, 50), "p95": ms(v, 95), "mean": round(float(np.mean(v)) * 1000, 3)}
+                               for name, v in stages.items()}
+        out["breakdown_ms"]["note"] = ("manifest_load: open the index and load its files table, every segment's manifest and path "
+                                       f"table (once per process; {len(loads)} fresh opens); search, join, snippet: per query "
+                                       f"(top-{k} exact, over {len(search_t)} queries)")
 
     # ANN against exact: the index's own graph, or a temporary one when the index has none.
     out["ann"] = _ann_recall(idx, qvecs, exact, k, ann_max_rows)
@@ -140,6 +149,21 @@ def bench(folder: Path, questions: Optional[Path] = None, k: int = 10, n_queries
         out["bm25_ms"] = {"p50": ms(bm, 50), "p95": ms(bm, 95), "queries": "first 200 characters of a chunk"}
     idx.close()
     return out
+
+
+def _manifest_loads(folder: Path, repeats: int = 5) -> list[float]:
+    """Seconds to open the index and read what a search's join needs: the files table, each segment's manifest and paths."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        idx = Index.open(folder)
+        _ = idx.files
+        for seg in idx.segments:
+            _ = int(seg.manifest["offset"].sum()) if seg.rows else 0  # touch every record (the mmap pages in)
+            _ = seg.paths
+        times.append(time.perf_counter() - t)
+        idx.close()
+    return times
 
 
 def _ann_recall(idx: Index, qvecs: np.ndarray, exact: list[list[int]], k: int, ann_max_rows: int) -> dict:
@@ -189,6 +213,12 @@ def markdown(result: dict) -> str:
         else:
             rk = next(v for key, v in a.items() if key.startswith("recall@"))
             lines.append(f"| ANN ({a['graph']}) recall@{result['k']} vs exact / p50 | {rk} / {a['p50_ms']} ms |")
+    if result.get("breakdown_ms"):
+        lines += ["", "| stage | p50 ms | p95 ms | mean ms |", "|---|---|---|---|"]
+        for name in ("manifest_load", "search", "join", "snippet"):
+            b = result["breakdown_ms"][name]
+            lines.append(f"| {name.replace('_', ' ')} | {b['p50']} | {b['p95']} | {b['mean']} |")
+        lines += ["", result["breakdown_ms"]["note"]]
     if result.get("gold"):
         ks = [key.split("@")[1] for key in next(iter(result["gold"].values())) if key.startswith("recall@")]
         lines += ["", "| retriever | " + " | ".join(f"recall@{x} | hit@{x}" for x in ks) + " | p50 ms | p95 ms |",

@@ -25,6 +25,7 @@ from . import ann as ann_mod
 from . import progress as index_progress
 from .source import Chunking, content_hash, iter_folder, source_folder, source_kind
 from .segment import Encoder, Progress, SegmentWriter, save_npy, write_bytes
+from .selection import Selection
 from .store import FORMAT, LOCK, STATE, Index, IndexMissing, describe, generation_state_name, pin_name, read_state
 
 @dataclass
@@ -227,12 +228,13 @@ def _live_batches(idx: Index, live: np.ndarray, batch: int = 65536) -> Iterator[
 # ---- operations -------------------------------------------------------------------------------
 def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embedder: dict, *, ann: Optional[ann_mod.AnnParams] = None,
           limits: Optional[DataroomLimits] = None, expected_hash: Optional[str] = None, force: bool = False,
-          progress: Optional[Progress] = None) -> Report:
+          progress: Optional[Progress] = None, selection: Optional[Selection] = None) -> Report:
     """Index every text file of a folder or zip into folder (a new generation), unless it is already
     an index of the same content, embedder and chunking (then nothing is written; force rebuilds).
 
     expected_hash: the content hash the caller keyed this folder by; the files actually read must
     hash to it (every file counted, as Workspace.sha256 does), else nothing is committed.
+    selection: which files are read (the CLI's extension allow-list and skipped folders), recorded in the state.
     """
     start = time.monotonic()
     progress = index_progress.also(progress)  # whoever shows builds (CLI, sweep, web) hears this one too
@@ -247,11 +249,11 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
                 current = True
             except SearchboxError:  # damaged: rebuild
                 current = False
-            if current and _same_spec(prev, embedder, chunking) and (ann is None or prev.get("ann")):
+            if current and _same_spec(prev, embedder, chunking, selection) and (ann is None or prev.get("ann")):
                 same_content = expected_hash is not None and prev["source"].get("content_sha256") == expected_hash
                 if not same_content and expected_hash is None:
                     with source_folder(source, limits) as root:
-                        same_content = _scan_hash(root, limits) == prev["source"]["content_sha256"]
+                        same_content = _scan_hash(root, limits, selection) == prev["source"]["content_sha256"]
                 if same_content:
                     return Report("up to date", str(folder), prev["generation"], prev["totals"]["files"], prev["totals"]["live_rows"],
                                   seconds=round(time.monotonic() - start, 3))
@@ -261,7 +263,7 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
             with source_folder(source, limits) as root:
                 writer = SegmentWriter(staging, f"s{seg_no:06d}")
                 files, entries = {}, []
-                for f in iter_folder(root, limits, include_skipped=expected_hash is not None):
+                for f in iter_folder(root, limits, include_skipped=expected_hash is not None, selection=selection):
                     entries.append((f.path, f.size, f.sha256))
                     if not f.indexed:
                         continue
@@ -281,6 +283,8 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
                 ann_rec = _build_ann(staging, gen, [(np.arange(seg["rows"]), vecs)], dim, ann)
             src = {"path": str(source), "kind": kind, "content_sha256": digest}
             state = _state(src, embedder, chunking, dim, gen, [seg] if seg["rows"] else [], tables, ann_rec, files)
+            if selection is not None:
+                state["selection"] = selection.as_dict()
             _commit(folder, staging, state)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -288,12 +292,13 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
                   seconds=round(time.monotonic() - start, 3))
 
 
-def _scan_hash(root: Path, limits: Optional[DataroomLimits]) -> str:
-    return content_hash([(f.path, f.size, f.sha256) for f in iter_folder(root, limits)])
+def _scan_hash(root: Path, limits: Optional[DataroomLimits], selection: Optional[Selection] = None) -> str:
+    return content_hash([(f.path, f.size, f.sha256) for f in iter_folder(root, limits, selection=selection)])
 
 
-def _same_spec(state: dict, embedder: dict, chunking: Chunking) -> bool:
-    return state.get("embedder", {}).get("key") == embedder["key"] and state.get("chunking") == chunking.as_dict()
+def _same_spec(state: dict, embedder: dict, chunking: Chunking, selection: Optional[Selection] = None) -> bool:
+    return (state.get("embedder", {}).get("key") == embedder["key"] and state.get("chunking") == chunking.as_dict()
+            and state.get("selection") == (selection.as_dict() if selection is not None else None))
 
 
 def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, compact: Optional[bool] = None,
@@ -312,6 +317,7 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
                                f"rebuild it: python -m searchbox.index build SOURCE --index {folder} --force")
         chunking = Chunking(state["chunking"]["chunk_chars"], state["chunking"]["chunk_overlap"])
         src = Path(source or state["source"]["path"])
+        selection = Selection.from_dict(state.get("selection"))  # the files the build chose, chosen again
         old = idx.files
         gen, seg_no = _next_ids(state)
         staging = _staging(folder)
@@ -320,7 +326,7 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
             with source_folder(src, limits) as root:
                 writer = SegmentWriter(staging, f"s{seg_no:06d}")
                 files, entries = {}, []
-                for f in iter_folder(root, limits):
+                for f in iter_folder(root, limits, selection=selection):
                     entries.append((f.path, f.size, f.sha256))
                     prev = old.get(f.path)
                     if prev and prev["sha256"] == f.sha256:
@@ -349,6 +355,8 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
                 ann_rec = _update_ann(idx, staging, gen, live, seg, dim, writer)
             src_rec = {"path": str(src.resolve()), "kind": source_kind(src), "content_sha256": content_hash(entries)}
             new_state = _state(src_rec, state["embedder"], chunking, dim or idx.dim, gen, segments, tables, ann_rec, files)
+            if selection is not None:
+                new_state["selection"] = selection.as_dict()
             _commit(folder, staging, new_state, reading=idx)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -420,6 +428,8 @@ def _compact_locked(folder: Path, start: float) -> Report:
             ann_rec = _build_ann(staging, gen, [(np.arange(seg["rows"]), vecs)], dim, params)
         new_state = _state(state["source"], state["embedder"], Chunking(state["chunking"]["chunk_chars"], state["chunking"]["chunk_overlap"]),
                            dim, gen, [seg] if seg["rows"] else [], tables, ann_rec, files)
+        if state.get("selection") is not None:
+            new_state["selection"] = state["selection"]
         _commit(folder, staging, new_state, reading=idx)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

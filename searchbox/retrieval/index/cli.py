@@ -1,4 +1,4 @@
-"""`python -m searchbox.index build|refresh|compact|search|doctor|bench`: the persistent index from the command line."""
+"""`python -m searchbox.index build|refresh|compact|search|manifest|doctor|bench`: the persistent index from the command line."""
 
 from __future__ import annotations
 
@@ -20,6 +20,30 @@ def snippet(text: str, chars: int = 240) -> str:
     return flat if len(flat) <= chars else flat[: chars - 1].rstrip() + "…"
 
 
+def query_vector(path: Path, dim: int) -> "np.ndarray":
+    """A raw little-endian float32 vector of the index's dimension from a file (ragbox's --query-file), L2-normalised."""
+    import numpy as np
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise SearchboxError(f"--query-file {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) != 4 * dim:
+        raise SearchboxError(f"--query-file {path}: {len(raw)} bytes, but a vector of this index is {dim} little-endian "
+                             f"float32 values ({4 * dim} bytes)")
+    vec = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    norm = float(np.linalg.norm(vec)) if np.isfinite(vec).all() else float("nan")
+    if not np.isfinite(norm) or norm == 0.0:
+        raise SearchboxError(f"--query-file {path}: the vector is all zeros or holds NaN/infinity")
+    return vec / norm
+
+
+def selection_of(args):
+    from .selection import Selection
+
+    return Selection.parse(args.extensions, args.skip_dirs, args.include_dot_dirs)
+
+
 def cmd_build(args) -> int:
     from .ann import AnnParams
     from .build import build
@@ -28,6 +52,11 @@ def cmd_build(args) -> int:
 
     if args.chunk_overlap >= args.chunk_chars:
         raise SearchboxError("--chunk-overlap must be smaller than --chunk-chars")
+    if args.dry_run:  # chunk and count; no model is loaded and nothing is written
+        from .dryrun import dry_run
+
+        print(json.dumps(dry_run(Path(args.source), Chunking(args.chunk_chars, args.chunk_overlap), selection_of(args))))
+        return 0
     if args.embedder == "hash":
         config = {"embedder": "hash", "dim": args.hash_dim, "seed": "hash1"}
     else:
@@ -35,7 +64,8 @@ def cmd_build(args) -> int:
                   "query_prefix": args.query_prefix, "passage_prefix": args.passage_prefix}
     encoder = encoder_for(config, device=args.device, cache=not args.no_cache)
     report = build(Path(args.source), Path(args.index), encoder, Chunking(args.chunk_chars, args.chunk_overlap), record(config, encoder.identity),
-                   ann=AnnParams() if args.backend == "ann" else None, force=args.force, progress=Console(Path(args.source).name))
+                   ann=AnnParams() if args.backend == "ann" else None, force=args.force, progress=Console(Path(args.source).name),
+                   selection=selection_of(args))
     print(json.dumps(report.as_dict() if args.json else {k: v for k, v in report.as_dict().items() if not k.endswith("_files")}))
     return 0
 
@@ -65,9 +95,16 @@ def cmd_search(args) -> int:
     from .encoders import encoder_for
     from .store import Index
 
-    if not args.query.strip():
+    if args.query is not None and args.query_file is not None:
+        raise SearchboxError("give QUERY or --query-file, not both")
+    if args.query_file is None and (args.query is None or not args.query.strip()):
         raise SearchboxError("the query is empty")
+    if args.query_file is not None and args.retriever != "dense":
+        raise SearchboxError(f"--query-file is a vector: it searches with --retriever dense, not {args.retriever}")
+    if args.snippet_chars < 1:
+        raise SearchboxError("--snippet-len must be at least 1")
     idx = Index.open(Path(args.index))
+    qvec = query_vector(Path(args.query_file), idx.dim) if args.query_file is not None else None
     if args.backend == "ann" and not idx.has_ann:
         raise SearchboxError(f"index {args.index} has no ANN graph (build it with --backend ann)")
     corpus = IndexCorpus(idx, use_ann=args.backend == "ann")
@@ -82,11 +119,13 @@ def cmd_search(args) -> int:
 
     def embed(q: str):
         nonlocal encoder
+        if qvec is not None:
+            return qvec
         encoder = encoder or encoder_for(idx.state["embedder"]["config"], device=args.device)
         return encoder.encode([q], "query")[0]
 
     hits = []
-    for row, score in rank(corpus, args.query, args.k, args.retriever, embed, rows):
+    for row, score in rank(corpus, args.query or "", args.k, args.retriever, embed, rows):
         ref = idx.chunk(row)
         hits.append({"doc_id": ref.doc_id, "score": round(float(score), 6), "path": ref.path, "offset": ref.offset, "snippet": snippet(ref.text, args.snippet_chars)})
     if args.json:
@@ -94,6 +133,29 @@ def cmd_search(args) -> int:
     else:
         for h in hits:
             print(f"{h['score']:.4f}  {h['path']}:{h['offset']}  {h['snippet']}")
+    return 0
+
+
+def cmd_manifest(args) -> int:
+    """Export the live chunk records {doc_id, path, offset, length, text}: one JSON array with --json, else JSON lines."""
+    from .store import Index
+
+    idx = Index.open(Path(args.index))
+    try:
+        rows = idx.rows_of(tuple(sorted(idx.files)))  # path then chunk order: live rows only (superseded ones are not listed)
+        records = ({"doc_id": c.doc_id, "path": c.path, "offset": c.offset, "length": c.length, "text": c.text}
+                   for c in (idx.chunk(int(r)) for r in rows))
+        out = sys.stdout
+        if args.json:
+            out.write("[")
+            for i, rec in enumerate(records):
+                out.write(("," if i else "") + json.dumps(rec, ensure_ascii=False))
+            out.write("]\n")
+        else:
+            for rec in records:
+                out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    finally:
+        idx.close()
     return 0
 
 
@@ -110,7 +172,7 @@ def cmd_bench(args) -> int:
     from .bench import bench, markdown
 
     result = bench(Path(args.index), questions=Path(args.questions) if args.questions else None, k=args.k, n_queries=args.queries,
-                   device=args.device, ann_max_rows=args.ann_max_rows)
+                   device=args.device, ann_max_rows=args.ann_max_rows, breakdown=args.breakdown)
     print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0
 
@@ -136,6 +198,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--backend", choices=["exact", "ann"], default="exact", help="ann: also build a usearch HNSW graph")
     b.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
     b.add_argument("--json", action="store_true", help="list the files in the report")
+    b.add_argument("--dry-run", action="store_true", help="read and chunk SOURCE and print the counts; embed and write nothing")
+    b.add_argument("--extensions", metavar="EXT,...", default=None,
+                   help="only files with these extensions, e.g. py,md,txt (default: every text file)")
+    b.add_argument("--skip-dirs", metavar="NAME,...", default=None,
+                   help="folder names skipped at any depth (default: node_modules; '' skips none)")
+    b.add_argument("--include-dot-dirs", action="store_true", help="also read folders whose name starts with '.' (skipped by default)")
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("refresh", help="re-read the recorded source; embed only changed and new files")
@@ -151,15 +219,22 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_compact)
 
     s = sub.add_parser("search", help="top-k chunks for QUERY")
-    s.add_argument("query", metavar="QUERY")
+    s.add_argument("query", metavar="QUERY", nargs="?", default=None)
     index_arg(s)
-    s.add_argument("--k", type=int, default=10)
+    s.add_argument("--k", "--top", dest="k", type=int, default=10, help="how many chunks (default 10)")
+    s.add_argument("--query-file", metavar="FILE", default=None,
+                   help="search with this vector instead of QUERY: raw little-endian float32, the index's dimension")
     s.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="dense")
     s.add_argument("--backend", choices=["exact", "ann"], default="exact")
     s.add_argument("--paths", nargs="+", help="only these files or folders")
-    s.add_argument("--snippet-chars", type=int, default=240)
+    s.add_argument("--snippet-chars", "--snippet-len", dest="snippet_chars", type=int, default=240, help="snippet length in characters")
     s.add_argument("--json", action="store_true", help="[{doc_id, score, path, offset, snippet}]")
     s.set_defaults(func=cmd_search)
+
+    m = sub.add_parser("manifest", help="export the chunk records {doc_id, path, offset, length, text} (JSON lines; --json: one array)")
+    index_arg(m)
+    m.add_argument("--json", action="store_true", help="one JSON array instead of JSON lines")
+    m.set_defaults(func=cmd_manifest)
 
     d = sub.add_parser("doctor", help="check files, manifest, state and model; say how to fix")
     index_arg(d)
@@ -173,6 +248,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--queries", type=int, default=100, help="queries sampled from the index when no --questions")
     e.add_argument("--ann-max-rows", type=int, default=200_000, help="build a temporary ANN graph for recall only up to this many rows")
     e.add_argument("--json", action="store_true")
+    e.add_argument("--breakdown", action="store_true", help="split a query's time into manifest load, search, join and snippet ms")
     e.set_defaults(func=cmd_bench)
 
     for sp in (b, r, s, e):

@@ -11,12 +11,15 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ...corpus import safefs
 from ...config import DataroomLimits
 from ...corpus.dataroom import SKIP_DIRS, chunk_text, make_writable, open_workspace
 from ...errors import DataroomError
+
+if TYPE_CHECKING:
+    from .selection import Selection
 
 CHUNKING = "chars-v1"  # dataroom.chunk_text: character windows; a change to it must change this name
 BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary: listed, never chunked
@@ -83,26 +86,33 @@ def source_folder(path: Path, limits: DataroomLimits | None = None) -> Iterator[
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def iter_folder(root: Path, limits: DataroomLimits | None = None, include_skipped: bool = False) -> Iterator[SourceFile]:
+def iter_folder(root: Path, limits: DataroomLimits | None = None, include_skipped: bool = False,
+                selection: Optional["Selection"] = None) -> Iterator[SourceFile]:
     """Every regular file under root, sorted by path, with its bytes and SHA-256.
 
     Links are never followed and files are read through safefs (a run's dataroom is read the way
     the harness reads everything under work/); `.git`-style folders are skipped unless
-    include_skipped (a run's content hash covers every file, like Workspace.sha256).
+    include_skipped (a run's content hash covers every file, like Workspace.sha256). A selection (the CLI's
+    extension allow-list and skipped folders) leaves the files it does not keep out, or, with include_skipped,
+    yields them unindexed.
     """
     limits = limits or DataroomLimits()
     root = Path(root)
     rels: list[str] = []
     for dirpath, dirs, names in os.walk(root, followlinks=False):
         base = Path(dirpath)
-        dirs[:] = [d for d in dirs if stat.S_ISDIR(os.lstat(base / d).st_mode) and (include_skipped or d not in SKIP_DIRS)]
+        dirs[:] = [d for d in dirs if stat.S_ISDIR(os.lstat(base / d).st_mode) and (include_skipped or d not in SKIP_DIRS)
+                   and (include_skipped or selection is None or not selection.skips_dir(d))]
         for name in names:
             if stat.S_ISREG(os.lstat(base / name).st_mode):
-                rels.append((base / name).relative_to(root).as_posix())
+                rel = (base / name).relative_to(root).as_posix()
+                if selection is not None and not include_skipped and not selection.keeps(rel):
+                    continue
+                rels.append(rel)
                 if len(rels) > limits.max_files:
                     raise DataroomError(f"refused {root}: more than max_files={limits.max_files} files")
     for rel in sorted(rels):
-        indexed = not any(part in SKIP_DIRS for part in rel.split("/")[:-1])
+        indexed = not any(part in SKIP_DIRS for part in rel.split("/")[:-1]) and (selection is None or selection.keeps(rel))
         data = safefs.read_bytes(root, rel, cap=limits.max_file_bytes + 1)
         if data is None:  # vanished or replaced by a link since the walk
             raise DataroomError(f"{root / rel}: changed while it was being indexed")
