@@ -294,7 +294,7 @@ class PiRun:
         cfg, t0 = self.ctx.config, time.monotonic()
         launch.write_agent_dir(self.run_pi / "agent", cfg, self.ctx.context_window)
         self.channel = Channel(Routes(self._chat, self._tools, self._call)).start()
-        self.box = launch.start(self.pi, cfg, self.ctx.spec, self.ws.work, self.ws.dataroom, self.run_pi, self.channel.folder,
+        self.box = launch.start(self.pi, cfg, self.ctx.spec, self.ws.work, self.ws.bind, self.run_pi, self.channel.folder,
                                 self.ctx.toolset.ctx.sandbox_mode, session)
         self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
         try:
