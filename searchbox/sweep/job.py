@@ -445,7 +445,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
     qpath = resolve_path(sc.questions.path) or Path(__file__).resolve().parents[1] / "builtin" / "questions.jsonl"
     questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
-    data_id = dataroom_identity(dataroom)
+    data_id = dataroom_identity(dataroom, cfg.limits)  # limits.* overrides hold from the first look at the corpus
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
     runs_root.mkdir(parents=True, exist_ok=True)
@@ -666,7 +666,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         done = None
         if found is not None:
             served, protocol = found
-            data_id = dataroom_identity(dataroom)
+            data_id = dataroom_identity(dataroom, cfg.limits)
             done = sum((sweep_dir / "runs" / run_key(cfg, q.id, q.question, data_id, served, protocol=protocol, gold=q) / DONE).exists()
                        for q in questions)
         label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
@@ -743,6 +743,8 @@ class SweepCallback(_Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             lines = announce_plan(config, sweep_dir)
+        except errors.DataroomError as exc:  # a refused corpus: every run would be refused too, so say it once and stop
+            sweepdir.refuse(exc)
         except Exception as exc:  # the plan informs; it must never stop a sweep that would run
             lines = [f"plan: not available ({type(exc).__name__}: {exc})"]
         for line in lines:
