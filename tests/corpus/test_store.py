@@ -193,3 +193,15 @@ def test_the_packaged_corpus_costs_a_run_almost_nothing(tmp_path):
     open_workspace(tmp_path / "first", packaged_corpus())
     ws = open_workspace(tmp_path / "second", packaged_corpus())
     assert len(ws.files) >= 200 and tree_bytes(ws.run_dir)[1] < 1000
+
+
+def test_corpora_command_lists_and_prunes(tmp_path, capsys):
+    from searchbox.__main__ import main
+
+    ident = store.identity_of(make_zip(tmp_path / "c.zip", 4))
+    assert main(["corpora", "list", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["identity"] == ident and row["files"] == 4
+    assert main(["corpora", "prune", "--older-than-days", "1"]) == 0 and "nothing to prune" in capsys.readouterr().out
+    assert main(["corpora", "prune", "--identity", ident[:10]]) == 0 and "removed" in capsys.readouterr().out
+    assert store.list_copies() == []
