@@ -30,7 +30,7 @@ import os
 import stat
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -38,26 +38,32 @@ from ..config import DataroomLimits
 from ..errors import DataroomError
 from ..paths import atomic_write, cache_dir
 
-MANIFEST = "manifest.json"
+MANIFEST = "manifest.json"  # identity, source, count, bytes: small, read by every run
+FILES = "files.json"  # [[rel, size, sha256]...]: read only by what needs the list (noise, a resume)
 DATA = "data"
 
 
 @dataclass
 class Copy:
-    """A corpus's shared read-only copy: where its tree is, and what it holds."""
+    """A corpus's shared read-only copy: where its tree is, and what it holds (the file list read on demand)."""
 
     root: Path  # corpora/<identity> (or the noise view's folder)
     identity: str
-    files: list[tuple[str, int, str]]  # (relative path, size, sha256), sorted by path
+    count: int
+    total_bytes: int
     source: str = ""
+    _files: Optional[list] = field(default=None, repr=False)
 
     @property
     def data(self) -> Path:
         return self.root / DATA
 
     @property
-    def total_bytes(self) -> int:
-        return sum(size for _, size, _ in self.files)
+    def files(self) -> list[tuple[str, int, str]]:
+        """(relative path, size, sha256) of every file, sorted by path (FILES, beside the manifest)."""
+        if self._files is None:
+            self._files = [tuple(f) for f in json.loads((self.root / FILES).read_text())]
+        return self._files
 
 
 def corpora_dir() -> Path:
@@ -113,12 +119,14 @@ def identity_of(source: Path | str, limits: DataroomLimits | None = None) -> str
 # ---- the copy ------------------------------------------------------------------------------------
 def read_manifest(root: Path) -> Copy:
     data = json.loads((root / MANIFEST).read_text())
-    return Copy(root=root, identity=data["identity"], files=[tuple(f) for f in data["files"]], source=data.get("source", ""))
+    return Copy(root=root, identity=data["identity"], count=int(data["count"]), total_bytes=int(data["bytes"]),
+                source=data.get("source", ""))
 
 
-def _write_manifest(root: Path, copy: Copy) -> None:
-    atomic_write(root / MANIFEST, json.dumps({"identity": copy.identity, "source": copy.source, "bytes": copy.total_bytes,
-                                              "count": len(copy.files), "files": copy.files}, separators=(",", ":")))
+def _write_manifest(root: Path, identity: str, files: list, source: str) -> None:
+    atomic_write(root / FILES, json.dumps(files, separators=(",", ":")))
+    atomic_write(root / MANIFEST, json.dumps({"identity": identity, "source": source, "bytes": sum(f[1] for f in files),
+                                              "count": len(files)}, separators=(",", ":")))
 
 
 def _touch(root: Path) -> None:
@@ -145,14 +153,15 @@ def shared_copy(source: Path | str | None, limits: DataroomLimits | None = None)
     copy = read_manifest(root)
     _check_limits(copy, src, limits)  # a copy made under larger limits still answers to this run's
     _touch(root)
-    return Copy(root=root, identity=identity, files=copy.files, source=str(src))
+    copy.source = str(src)
+    return copy
 
 
 def _check_limits(copy: Copy, src: Path, limits: DataroomLimits) -> None:
     from .extract import hint
 
-    if len(copy.files) > limits.max_files:
-        raise DataroomError(f"refused {src.name}: {len(copy.files)} files exceeds max_files={limits.max_files}{hint('max_files')}")
+    if copy.count > limits.max_files:
+        raise DataroomError(f"refused {src.name}: {copy.count} files exceeds max_files={limits.max_files}{hint('max_files')}")
     if copy.total_bytes > limits.max_bytes:
         raise DataroomError(f"refused {src.name}: {copy.total_bytes} bytes exceeds max_bytes={limits.max_bytes}{hint('max_bytes')}")
 
@@ -169,8 +178,7 @@ def _extract(src: Path, stamp: str, limits: DataroomLimits) -> str:
         entries = _copy_folder(src, partial / DATA, limits) if src.is_dir() else _extract_zip(src, partial / DATA, limits)
         identity = content_digest(entries)
         make_read_only(partial / DATA)
-        copy = Copy(root=partial, identity=identity, files=sorted(entries), source=str(src))
-        _write_manifest(partial, copy)
+        _write_manifest(partial, identity, sorted(entries), str(src))
         final = store / identity
         with locked(f"copy-{identity}"):  # two sources with the same content: one copy
             if (final / MANIFEST).is_file():
@@ -212,9 +220,8 @@ def noise_view(base: Copy, planned: list, limits: DataroomLimits) -> tuple[Copy,
                         extra.append((a["path"], a["bytes"], sha256_file(partial / DATA / a["path"])))
                     files = sorted([*base.files, *extra])
                     make_read_only(partial / DATA)
-                    view = Copy(root=partial, identity=content_digest(files), files=files, source=base.source)
                     atomic_write(partial / "added.json", json.dumps(added))
-                    _write_manifest(partial, view)
+                    _write_manifest(partial, content_digest(files), files, base.source)
                     os.rename(partial, root)
                 except BaseException:
                     _remove_unfollowed(partial)
@@ -222,7 +229,8 @@ def noise_view(base: Copy, planned: list, limits: DataroomLimits) -> tuple[Copy,
     view = read_manifest(root)
     _check_limits(view, Path(base.source or base.identity), limits)
     _touch(root)
-    return Copy(root=root, identity=view.identity, files=view.files, source=base.source), json.loads(added_file.read_text())
+    view.source = base.source
+    return view, json.loads(added_file.read_text())
 
 
 def _link_tree(src: Path, dest: Path) -> None:
@@ -260,7 +268,7 @@ def list_copies() -> list[dict]:
             continue
         data = json.loads((root / MANIFEST).read_text())
         used = root / "used"
-        out.append({"identity": data["identity"], "source": data.get("source", ""), "files": data.get("count", len(data["files"])),
+        out.append({"identity": data["identity"], "source": data.get("source", ""), "files": data["count"],
                     "bytes": _tree_bytes(root), "last_used": used.stat().st_mtime if used.exists() else (root / MANIFEST).stat().st_mtime,
                     "path": str(root)})
     return out

@@ -81,7 +81,7 @@ def _add_noise(cfg: RunConfig, ws: Workspace, link: bool) -> list[dict]:
         return []
     from ..corpus import noise, store
 
-    plan = noise.plan(cfg.noise, [(rel, ws.sizes[rel]) for rel in ws.files])
+    plan = noise.plan(cfg.noise, [(rel, size) for rel, size, _ in ws.copy.files])
     base = store.shared_copy(ws.source, cfg.limits)
     view, added = store.noise_view(base, plan, cfg.limits)
     place(ws, view, link)
@@ -153,7 +153,7 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         budget=cfg.harness.budget, budget_unit=cfg.harness.budget_unit, token_metric=cfg.harness.token_metric,
         force_budget=cfg.harness.force_budget, sandbox=sandbox_mode, sandbox_quota=quota_record(cfg.harness, sandbox_mode),
         delivery=cfg.harness.delivery, config=cfg.to_dict(),
-        dataroom=DataroomInfo(source=ws.source, identity=identity, sha256=ws.sha256, files=len(ws.files), bytes=ws.total_bytes, noise=noise_added),
+        dataroom=DataroomInfo(source=ws.source, identity=identity, sha256=ws.sha256, files=ws.count, bytes=ws.total_bytes, noise=noise_added),
         searchbox_version=__version__, started_at=started.isoformat(),
     )
     recorder = None
