@@ -559,12 +559,13 @@ def dataroom_link_reuse(tmp: Path) -> str:
         host.mkdir()
         (host / "keep.txt").write_text("keep")
         os.chmod(host, 0o700)
-        make_writable(b.ws.dataroom)
-        shutil.rmtree(b.ws.dataroom)
-        b.ws.dataroom.symlink_to(host, target_is_directory=True)
+        make_writable(b.ws.mount)  # work/dataroom: the run's mount point of the shared copy
+        shutil.rmtree(b.ws.mount)
+        b.ws.mount.symlink_to(host, target_is_directory=True)
         ws = open_workspace(b.ws.run_dir, None)
         held(stat.S_IMODE(host.stat().st_mode) == 0o700 and (host / "keep.txt").exists(), "the host folder was changed or emptied")
-        held(not ws.dataroom.is_symlink() and ws.files, "the dataroom was not rebuilt")
+        held(not ws.mount.is_symlink() and ws.mount.is_dir() and ws.files and (ws.dataroom / ws.files[0]).is_file(),
+             "the dataroom was not rebuilt")
         return "link removed, host untouched"
 
 
