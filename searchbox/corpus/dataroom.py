@@ -110,7 +110,22 @@ def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLim
     _remove_unfollowed(ws.work, keep_dir=True)
     ws.work.mkdir(parents=True, exist_ok=True)
     place(ws, copy, link)
+    _reserve(ws.run_dir)
     return ws
+
+
+RESERVE = ".reserve"  # in a run dir: room a run stopped by a full disk frees to record its stop (sweep.folder)
+RESERVE_BYTES = 256 * 1024
+
+
+def _reserve(run_dir: Path) -> None:
+    """Real blocks the run can give back on a full disk. The run's own copy of the corpus used to be what it freed;
+    with the shared copy there is nothing else of its own to spare."""
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a disk already full: the run will say so on its first write
+        with open(Path(run_dir) / RESERVE, "wb") as fh:
+            fh.write(b"\0" * RESERVE_BYTES)
 
 
 def run_dataroom(run_dir: Path) -> Path:

@@ -15,7 +15,7 @@ from .. import __version__
 from .. import harness as harnesses
 from ..harness.agent import read_answer
 from ..config import RunConfig
-from ..corpus.dataroom import Workspace, open_workspace, place
+from ..corpus.dataroom import RESERVE, Workspace, open_workspace, place
 from ..errors import ModelError, SearchboxError
 from ..harness.base import RunContext
 from ..model.served import served_identity
@@ -113,6 +113,8 @@ def _finish(record: RunRecord, recorder: Recorder, ws: Workspace, client, ctx: T
     record.status = "complete"
     recorder.close()
     recorder.write_record()
+    with contextlib.suppress(OSError):  # the full-disk reserve (corpus.dataroom.RESERVE) is needed only while it runs
+        (ws.run_dir / RESERVE).unlink()
     with contextlib.suppress(Exception):
         client.close()
     return record.to_dict()
