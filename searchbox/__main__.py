@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -234,6 +235,26 @@ def packaged_index():
         return ensure(packaged_index_config(), packaged_corpus())
 
 
+def corpora(args) -> int:
+    """`corpora list|prune`: each copy's identity, files, size on disk and last use; prune removes unused ones."""
+    import time as _time
+
+    from .corpus import store
+    from .humanize import duration
+
+    rows = store.list_copies() if args.action == "list" else store.prune(args.older_than_days * 86_400, args.identity)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    verb = "" if args.action == "list" else "removed "
+    for r in rows:
+        print(f"{verb}{r['identity'][:16]}  {r['files']:>9,} files  {r['bytes'] / 1e6:>10.1f} MB  "
+              f"used {duration(_time.time() - r['last_used'])} ago  {r['source']}")
+    if not rows:
+        print("no shared copies" if args.action == "list" else "nothing to prune")
+    return 0
+
+
 @cli
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m searchbox")
@@ -243,7 +264,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     st = sub.add_parser("setup", help="build llama-server (with CUDA when nvcc is found) and fetch the bundled model into the cache")
     st.add_argument("--dry-run", action="store_true", help="print the build plan (CPU or CUDA flags) and build nothing")
     sub.add_parser("tools", help="print the tool catalog")
+    co = sub.add_parser("corpora", help="list or prune the shared read-only corpus copies under $SEARCHBOX_HOME/corpora")
+    co.add_argument("action", choices=["list", "prune"])
+    co.add_argument("--older-than-days", type=float, default=30.0, help="prune: copies unused this long (default 30)")
+    co.add_argument("--identity", help="prune: only the copy whose identity starts with this")
+    co.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
+    if args.cmd == "corpora":
+        return corpora(args)
     if args.cmd == "doctor":
         return doctor(args.only)
     if args.cmd == "setup":

@@ -140,12 +140,20 @@ class NoiseConfig:
 
 @dataclass
 class DataroomLimits:
-    """Caps that refuse archives before they fill the disk."""
+    """Caps that refuse archives before they fill the disk.
 
-    max_files: int = 20000
-    max_bytes: int = 2 * 1024**3
+    The defaults admit a benchmark corpus that the user names (BrowseComp-Plus has 100,195 documents; a dataroom of
+    a few million files or tens of GB is a researcher's own): the web app's uploads, which are untrusted, are held
+    to UPLOAD_LIMITS instead. Not in the run key: a run that hits one is refused, not changed."""
+
+    max_files: int = 2_000_000
+    max_bytes: int = 100 * 1024**3
     max_file_bytes: int = 512 * 1024**2
     max_ratio: float = 200.0  # uncompressed/compressed per entry; above it smells like a bomb
+
+
+# What an upload through the web app may hold: untrusted input keeps the old tight caps.
+UPLOAD_LIMITS = DataroomLimits(max_files=20_000, max_bytes=2 * 1024**3)
 
 
 @dataclass

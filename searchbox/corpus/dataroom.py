@@ -1,346 +1,170 @@
-"""The dataroom: safe extraction of a zip or folder into a run's read-only work/dataroom/, listing, chunking."""
+"""The dataroom: safe extraction of a zip or folder (into the shared store, corpus.store), a run's view of it at
+work/dataroom/, listing, chunking."""
 
 from __future__ import annotations
 
-import hashlib
 import io
+import json
 import os
-import shutil
-import stat
-import unicodedata
 import zipfile
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path, PurePosixPath
+from typing import Any, Optional
 
-from . import safefs
 from ..config import DataroomLimits
 from ..errors import DataroomError
 from ..paths import sha256_file
 
-RATIO_MIN_BYTES = 1 << 20  # tiny files compress absurdly well; only judge ratios above this size
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__"}
+# The extraction half lives in corpus.extract (below corpus.store, which both use); these are the names callers
+# have always imported from here.
+from .extract import (  # noqa: F401
+    RATIO_MIN_BYTES, SKIP_DIRS, _copy_folder, _entry_parts, _extract_zip, _folder_members, _refuse_collisions,
+    _remove_unfollowed, _set_modes, _stream, _wrapper_prefix, _zip_members, builtin_dataroom, content_digest, hint,
+    make_read_only, make_writable, open_zip, packaged_corpus, remove_tree, source_identity)
+
+POINTER = "dataroom.json"  # in a run dir: which shared copy its work/dataroom shows
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A read-only folder seen in the box at `at` (work/dataroom), bound from `source` (the shared copy).
+
+    As a path it is `at`, so code that only asks where the read-only part of work/ is needs no change; the box
+    (tools.sandbox.wrap) binds `source` there."""
+
+    at: Path
+    source: Path
+
+    def __fspath__(self) -> str:
+        return str(self.at)
 
 
 @dataclass
 class Workspace:
-    """A run directory: artifacts at the top, the agent's world under work/."""
+    """A run directory: artifacts at the top, the agent's world under work/.
+
+    work/dataroom/ holds no copy of the corpus: it is an empty, read-only mount point where the box binds the
+    shared copy (`shared`, corpus.store), or with harness.sandbox=none a symbolic link to that copy."""
 
     run_dir: Path
-    files: list[str] = field(default_factory=list)  # dataroom files, relative, sorted
     total_bytes: int = 0
     sha256: str = ""  # content hash of the dataroom (names + bytes)
     source: str = ""
+    shared: Optional[Path] = None  # the shared read-only tree (None: a dataroom extracted into work/ itself)
+    count: int = 0  # how many files it holds
+    copy: Any = field(default=None, repr=False)  # the corpus.store.Copy it shows: its file list is read on demand
+    _files: Optional[list] = field(default=None, repr=False)
+
+    @property
+    def files(self) -> list[str]:
+        """The dataroom's files, relative, sorted: read from the copy's list only when asked (100K rows cost 0.3 s)."""
+        if self._files is None:
+            self._files = [rel for rel, _, _ in self.copy.files] if self.copy is not None else []
+        return self._files
+
+    @files.setter
+    def files(self, value: list[str]) -> None:
+        self._files = list(value)
+
+    @property
+    def sizes(self) -> dict:
+        """Relative path -> bytes, from the copy's file list."""
+        return {rel: size for rel, size, _ in self.copy.files} if self.copy is not None else {}
 
     @property
     def work(self) -> Path:
         return self.run_dir / "work"
 
     @property
-    def dataroom(self) -> Path:
+    def mount(self) -> Path:
+        """Where the dataroom is in the run's world: work/dataroom."""
         return self.work / "dataroom"
+
+    @property
+    def dataroom(self) -> Path:
+        """Where the harness reads the dataroom on the host: the shared copy (or work/dataroom without one)."""
+        return self.shared if self.shared is not None else self.mount
+
+    @property
+    def bind(self) -> Path | Mount:
+        """What the box binds read-only at dataroom/ (tools.sandbox takes it in its `readonly` list)."""
+        return Mount(self.mount, self.shared) if self.shared is not None else self.mount
 
     @property
     def answer_path(self) -> Path:
         return self.work / "ANSWER.md"
 
+def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLimits | None = None, *,
+                   link: bool = False) -> Workspace:
+    """Create run_dir/work/ and show the dataroom (zip, folder, or the built-in) read-only at work/dataroom.
 
-def builtin_dataroom() -> Path:
-    """The tiny dataroom that ships with the package (7 files): the API's default, for tests and smoke runs."""
-    return Path(str(resources.files("searchbox") / "builtin" / "dataroom"))
+    The dataroom is the corpus's shared copy (corpus.store.shared_copy: extracted once per content identity);
+    work/dataroom is an empty read-only folder the box binds it on, or (link=True, for harness.sandbox=none, where
+    commands run on the host) a symbolic link to it.
+    """
+    from .store import shared_copy
 
-
-def packaged_corpus() -> Path:
-    """The seed's default corpus, shipped in the package: 207 Jina AI posts and model cards (MIT, see its NOTICE)."""
-    return Path(str(resources.files("searchbox") / "builtin" / "jina-corpus.zip"))
-
-
-def open_workspace(run_dir: Path, source: Path | str | None, limits: DataroomLimits | None = None) -> Workspace:
-    """Create run_dir/work/ and place the dataroom (zip, folder, or the built-in) read-only in it."""
     limits = limits or DataroomLimits()
-    src = Path(source) if source else builtin_dataroom()
-    if not src.exists():
-        raise DataroomError(f"dataroom not found: {src}")
-    ws = Workspace(run_dir=Path(run_dir), source=str(src))
+    copy = shared_copy(source, limits)
+    ws = Workspace(run_dir=Path(run_dir), source=copy.source)
     # A reused run dir holds what the model made: remove it without following any link it planted.
     _remove_unfollowed(ws.work, keep_dir=True)
     ws.work.mkdir(parents=True, exist_ok=True)
-    _remove_unfollowed(ws.dataroom)
-    partial = ws.work / ".dataroom.partial"
-    _remove_unfollowed(partial)
-    partial.mkdir()
-    try:
-        if src.is_dir():
-            entries = _copy_folder(src, partial, limits)
-        elif zipfile.is_zipfile(src):
-            entries = _extract_zip(src, partial, limits)
-        else:
-            raise DataroomError(f"{src}: not a zip archive or a folder")
-    except BaseException:
-        _remove_unfollowed(partial)
-        raise
-    os.replace(partial, ws.dataroom)
-    make_read_only(ws.dataroom)
-    ws.files = sorted(rel for rel, _, _ in entries)
-    ws.total_bytes = sum(size for _, size, _ in entries)
-    ws.sha256 = content_digest(entries)
+    place(ws, copy, link)
+    _reserve(ws.run_dir)
     return ws
 
 
-def content_digest(entries) -> str:
-    """The dataroom's content identity: sorted (relative path, size, SHA-256) of every file it holds."""
-    digest = hashlib.sha256()
-    for rel, size, file_hash in sorted(entries):
-        digest.update(f"{rel}\0{size}\0{file_hash}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+RESERVE = ".reserve"  # in a run dir: room a run stopped by a full disk frees to record its stop (sweep.folder)
+RESERVE_BYTES = 256 * 1024
 
 
-def source_identity(source: Path | str | None, limits: DataroomLimits | None = None) -> str:
-    """The content identity a run would see, read from a zip or folder without writing anything.
+def _reserve(run_dir: Path) -> None:
+    """Real blocks the run can give back on a full disk. The run's own copy of the corpus used to be what it freed;
+    with the shared copy there is nothing else of its own to spare."""
+    import contextlib
 
-    The same refusals and caps as extraction apply (a hostile archive is refused, not hashed), so
-    it equals `open_workspace(...).sha256` for every source that can be opened.
-    """
-    limits = limits or DataroomLimits()
-    src = Path(source) if source else builtin_dataroom()
-    if src.is_dir():
-        entries = [(rel, size, sha256_file(path)) for path, rel, size in _folder_members(src, limits)]
-    elif src.exists() and zipfile.is_zipfile(src):
-        with open_zip(src) as zf:
-            counter = [0]
-            entries = [("/".join(rel), *_stream(zf, info, limits, counter)) for info, rel in _zip_members(zf, src, limits)]
+    with contextlib.suppress(OSError):  # a disk already full: the run will say so on its first write
+        with open(Path(run_dir) / RESERVE, "wb") as fh:
+            fh.write(b"\0" * RESERVE_BYTES)
+
+
+def run_dataroom(run_dir: Path) -> Path:
+    """The host folder holding a run's dataroom: the shared copy its pointer names (a run from before shared
+    copies: its own work/dataroom)."""
+    run_dir = Path(run_dir)
+    try:
+        path = Path(json.loads((run_dir / POINTER).read_text())["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return run_dir / "work" / "dataroom"
+    return path
+
+
+def place(ws: Workspace, copy, link: bool = False) -> None:
+    """Point the workspace at a shared copy (corpus.store.Copy) and make work/dataroom its mount point or link."""
+    _remove_unfollowed(ws.mount)
+    if link:
+        os.symlink(copy.data, ws.mount, target_is_directory=True)
     else:
-        raise DataroomError(f"dataroom not found: {src}" if not src.exists() else f"{src}: not a zip archive or a folder")
-    return content_digest(entries)
+        ws.mount.mkdir()
+        os.chmod(ws.mount, 0o555)
+    ws.shared = copy.data
+    # Where this run's dataroom is, beside work/ (out of the box's sight): tools, grading and the web app read it.
+    from ..paths import atomic_write
 
-
-def open_zip(src: Path) -> zipfile.ZipFile:
-    """The archive, or a one-line DataroomError for anything its directory cannot be read for (names included)."""
-    try:
-        return zipfile.ZipFile(src)
-    except UnicodeDecodeError as exc:  # the UTF-8 flag set on a name that is not UTF-8
-        raise DataroomError(f"{src}: broken zip (an entry name is not valid UTF-8: {exc.object[:60]!r})") from exc
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
-        raise DataroomError(f"{src}: broken zip ({exc})") from exc
-
-
-def _entry_parts(name: str) -> tuple[str, ...]:
-    """Split an archive name into safe parts, or raise naming the entry."""
-    if "\x00" in name:
-        raise DataroomError(f"refused entry {name!r}: NUL byte in name")
-    norm = name.replace("\\", "/")
-    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
-        raise DataroomError(f"refused entry {name!r}: absolute path")
-    parts = tuple(p for p in PurePosixPath(norm).parts if p not in ("", "."))
-    if ".." in parts:
-        raise DataroomError(f"refused entry {name!r}: path traversal")
-    return parts
-
-
-def _zip_members(zf: zipfile.ZipFile, src: Path, limits: DataroomLimits) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:
-    """The archive's files with the path each lands on, after every check that needs no decompression."""
-    infos = zf.infolist()
-    files: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
-    declared = packed = 0
-    for info in infos:
-        parts = _entry_parts(info.filename)
-        # Unix mode bits live in the high word; only their file-type part matters here.
-        ftype = stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
-        if ftype == stat.S_IFLNK:
-            raise DataroomError(f"refused entry {info.filename!r}: symbolic link")
-        if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
-            raise DataroomError(f"refused entry {info.filename!r}: special file")
-        if info.is_dir() or not parts:
-            continue
-        if info.file_size > limits.max_file_bytes:
-            raise DataroomError(f"refused entry {info.filename!r}: {info.file_size} bytes exceeds max_file_bytes={limits.max_file_bytes}")
-        if info.file_size > RATIO_MIN_BYTES and info.file_size / max(info.compress_size, 1) > limits.max_ratio:
-            raise DataroomError(f"refused entry {info.filename!r}: compression ratio above {limits.max_ratio:g} (zip bomb?)")
-        declared += info.file_size
-        packed += info.compress_size
-        files.append((info, parts))
-    if len(files) > limits.max_files:
-        raise DataroomError(f"refused {src.name}: {len(files)} files exceeds max_files={limits.max_files}")
-    if declared > limits.max_bytes:
-        raise DataroomError(f"refused {src.name}: {declared} bytes exceeds max_bytes={limits.max_bytes}")
-    # Many small entries each under RATIO_MIN_BYTES add up: judge the archive as a whole too.
-    if declared > RATIO_MIN_BYTES and declared / max(packed, 1) > limits.max_ratio:
-        raise DataroomError(f"refused {src.name}: {declared} bytes from {packed} compressed, "
-                            f"total compression ratio above {limits.max_ratio:g} (zip bomb?)")
-    strip = _wrapper_prefix([p for _, p in files])
-    _refuse_collisions([(info.filename, parts[strip:]) for info, parts in files])
-    return [(info, parts[strip:]) for info, parts in files]
-
-
-def _stream(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: DataroomLimits, counter: list[int], sink=None) -> tuple[int, str]:
-    """(size, SHA-256) of one entry as it inflates, written to `sink` if given; declared sizes can lie, so
-    what actually comes out is counted against the caps (counter[0] runs over the whole archive)."""
-    digest, size = hashlib.sha256(), 0
-    try:
-        with zf.open(info) as fh:
-            while chunk := fh.read(1 << 16):
-                size += len(chunk)
-                counter[0] += len(chunk)
-                if size > limits.max_file_bytes or counter[0] > limits.max_bytes:
-                    raise DataroomError(f"refused entry {info.filename!r}: expands past the size caps (zip bomb?)")
-                digest.update(chunk)
-                if sink is not None:
-                    sink.write(chunk)
-    except DataroomError:
-        raise
-    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as exc:
-        raise DataroomError(f"refused entry {info.filename!r}: cannot extract ({exc})") from exc
-    return size, digest.hexdigest()
-
-
-def _extract_zip(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
-    with open_zip(src) as zf:
-        entries, counter = [], [0]
-        for info, rel_parts in _zip_members(zf, src, limits):
-            target = dest.joinpath(*rel_parts)
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with open(target, "wb") as out:
-                    size, sha = _stream(zf, info, limits, counter, out)
-            except OSError as exc:
-                raise DataroomError(f"refused entry {info.filename!r}: cannot extract ({exc})") from exc
-            entries.append(("/".join(rel_parts), size, sha))
-        return entries
-
-
-def _refuse_collisions(named: list[tuple[str, tuple[str, ...]]]) -> None:
-    """Refuse two entries that land on one path (after `./`, wrapper, case and Unicode normalisation),
-    and a file entry that is also another entry's folder."""
-    def key(parts: tuple[str, ...]) -> str:
-        return unicodedata.normalize("NFC", "/".join(parts)).casefold()
-
-    files = {}
-    for name, parts in named:
-        k = key(parts)
-        if k in files:
-            raise DataroomError(f"refused entry {name!r}: duplicate of entry {files[k]!r} (same path once extracted)")
-        files[k] = name
-    for name, parts in named:
-        for i in range(1, len(parts)):
-            if key(parts[:i]) in files:
-                raise DataroomError(f"refused entry {name!r}: its folder is also the file entry {files[key(parts[:i])]!r}")
-
-
-def _wrapper_prefix(all_parts: list[tuple[str, ...]]) -> int:
-    """1 when every file sits under one common top folder, else 0."""
-    if not all_parts or any(len(p) < 2 for p in all_parts):
-        return 0
-    return 1 if len({p[0] for p in all_parts}) == 1 else 0
-
-
-def _folder_members(src: Path, limits: DataroomLimits) -> list[tuple[Path, str, int]]:
-    """(path, relative path, size) of the regular files a folder contributes; links and special files never are."""
-    members, total = [], 0
-    for root, dirs, names in os.walk(src, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(root, d)))
-        for name in sorted(names):
-            path = Path(root) / name
-            st = path.lstat()
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            rel = path.relative_to(src)
-            total += st.st_size
-            if len(members) + 1 > limits.max_files:
-                raise DataroomError(f"refused {src}: more than max_files={limits.max_files} files")
-            if st.st_size > limits.max_file_bytes or total > limits.max_bytes:
-                raise DataroomError(f"refused {rel}: exceeds the size caps")
-            members.append((path, rel.as_posix(), st.st_size))
-    return members
-
-
-def _copy_folder(src: Path, dest: Path, limits: DataroomLimits) -> list[tuple[str, int, str]]:
-    entries = []
-    for path, rel, size in _folder_members(src, limits):
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-        entries.append((rel, size, sha256_file(target)))
-    return entries
+    atomic_write(ws.run_dir / POINTER, json.dumps({"identity": copy.identity, "path": str(copy.data)}) + "\n")
+    ws.copy, ws._files, ws.count = copy, None, copy.count
+    ws.total_bytes = copy.total_bytes
+    ws.sha256 = copy.identity
 
 
 def rescan(ws: Workspace, limits: DataroomLimits) -> None:
     """Recount an extracted dataroom's files, bytes and content identity (after distractors were mixed in)."""
     entries = [(rel, size, sha256_file(path)) for path, rel, size in _folder_members(ws.dataroom, limits)]
     ws.files = sorted(rel for rel, _, _ in entries)
+    ws.count = len(entries)
     ws.total_bytes = sum(size for _, size, _ in entries)
     ws.sha256 = content_digest(entries)
-
-
-def _set_modes(root: Path, dir_mode: int, file_mode: int) -> None:
-    """chmod a tree without following links, at any depth: links are skipped, never used as a way in.
-
-    Walked one directory descriptor at a time (safefs.walk), so a tree the model made deeper than PATH_MAX
-    (30 folders of 200 characters) is handled like any other.
-    """
-    try:
-        st = os.lstat(root)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        if stat.S_ISREG(st.st_mode):
-            os.chmod(root, file_mode)
-        return
-    os.chmod(root, dir_mode | stat.S_IRWXU)  # so the walk can enter it; set for real below
-
-    # chmod by name after lstat said what it is: nothing runs in the box while the harness does this.
-    def visit(entry: safefs.Entry) -> bool:
-        if stat.S_ISDIR(entry.st.st_mode):
-            os.chmod(entry.name, dir_mode | stat.S_IRWXU, dir_fd=entry.dir_fd)
-            return True
-        if stat.S_ISREG(entry.st.st_mode):
-            os.chmod(entry.name, file_mode, dir_fd=entry.dir_fd)
-        return False
-
-    def leave(entry: safefs.Entry) -> None:  # read-only: directories last, or the walk could not have entered them
-        if dir_mode | stat.S_IRWXU != dir_mode:
-            os.chmod(entry.name, dir_mode, dir_fd=entry.dir_fd)
-
-    safefs.walk(root, visit, leave)
-    os.chmod(root, dir_mode)
-
-
-def make_read_only(root: Path) -> None:
-    """The dataroom's modes: nothing in it can be written, by the agent or by accident."""
-    _set_modes(root, 0o555, 0o444)
-
-
-def make_writable(root: Path) -> None:
-    """Undo the read-only bits so a run directory can be deleted; links (the model's too) are never followed."""
-    _set_modes(Path(root), 0o755, 0o644)
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a tree the model may have made, at any depth and whatever its modes, without following any link.
-
-    shutil.rmtree recurses in Python (a tree a few thousand folders deep raises RecursionError) and needs
-    writable folders; this walks one directory descriptor at a time and opens each folder up as it goes.
-    """
-    path = Path(path)
-    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        safefs.remove_at(parent, path.name)
-    finally:
-        os.close(parent)
-
-
-def _remove_unfollowed(path: Path, keep_dir: bool = False) -> None:
-    """Delete what is at path without following links: a link (or file) is unlinked, a folder emptied and removed.
-
-    keep_dir: leave a real directory alone (only a link or non-directory in its place is removed).
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(path)
-    elif not keep_dir:
-        remove_tree(path)
 
 
 def list_files(root: Path) -> list[str]:

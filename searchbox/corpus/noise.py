@@ -137,13 +137,13 @@ def plan(cfg: NoiseConfig, dataroom_files: list[tuple[str, int]]) -> list[Distra
 
 
 def _wrapper(pool: list[tuple[str, int]]) -> int:
-    from .dataroom import _wrapper_prefix  # the dataroom's own rule for a single top folder
+    from .extract import _wrapper_prefix  # the dataroom's own rule for a single top folder
 
     return _wrapper_prefix([PurePosixPath(name).parts for name, _ in pool])
 
 
 def _safe_parts(name: str) -> tuple[str, ...]:
-    from .dataroom import _entry_parts  # refuses absolute paths, traversal and NUL bytes
+    from .extract import _entry_parts  # refuses absolute paths, traversal and NUL bytes
 
     try:
         return _entry_parts(name)

@@ -559,9 +559,13 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
 
 def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = ()) -> Evidence:
     """Evidence of a run directory: its work/dataroom (a real directory, never a link) and trace.jsonl."""
+    from ..corpus.dataroom import POINTER, run_dataroom
+
     run_dir = Path(run_dir)
     st = safefs.lstat(run_dir / "work", "dataroom") if (run_dir / "work").is_dir() else None
     dataroom = run_dir / "work" / "dataroom" if st is not None and stat.S_ISDIR(st.st_mode) else run_dir / "work" / ".no-dataroom"
+    if (run_dir / POINTER).is_file():  # the shared read-only copy the run's work/dataroom showed (corpus.store)
+        dataroom = run_dataroom(run_dir)
     return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir))
 
 

@@ -142,7 +142,7 @@ def _main(args: argparse.Namespace) -> int:
         cfg.validate()
         select(cfg.tools)
         dataroom = args.dataroom or packaged_corpus()
-        dataroom_identity(dataroom)  # refuse an unreadable input before starting a server
+        dataroom_identity(dataroom, cfg.limits)  # refuse an unreadable input before starting a server
         prepare_out(out, args.overwrite)
         _apply_thread_plan(cfg, args.endpoint)
         with endpoint_for(cfg, args.endpoint) as url:

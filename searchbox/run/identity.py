@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import RunConfig, resolved_today
-from ..corpus.dataroom import source_identity
+from ..config import DataroomLimits
+from ..corpus.store import identity_of
 from ..errors import DataroomError
 from ..model.served import served_key
 from ..record.record import Served
 from ..record.spec import RunSpec
-
-_HASH_CACHE: dict[tuple, str] = {}
 
 # model.server_args that only say where, with how many slots and how fast the server runs, each with the number
 # of values it takes: they leave the key. Every other flag there (--chat-template, KV-cache types, batch sizes,
@@ -33,23 +32,16 @@ OPERATIONAL_SERVER_FLAGS: dict[str, int] = {
 GOLD_READERS: dict[str, tuple[str, ...]] = {"oracle": ("gold_files",)}
 
 
-def dataroom_identity(source: Path | str) -> str:
-    """The content hash a run of this source would record (dataroom.source_identity).
+def dataroom_identity(source: Path | str, limits: Optional[DataroomLimits] = None) -> str:
+    """The content hash a run of this source would record, under these limits (a refusal names the one passed).
 
-    An archive's is cached per (path, size, mtime) for the process; a folder is read again each time,
-    since a file inside can change without its folder's mtime moving.
+    Computed once per corpus and reused while its stamp holds (corpus.store): the corpus is extracted into the
+    shared store the first time, which every run then binds, so no job or launch reads it again.
     """
     src = Path(source)
-    try:
-        st = src.stat()
-    except OSError as exc:
-        raise DataroomError(f"dataroom not found: {src}") from exc
-    if src.is_dir():
-        return source_identity(src)
-    key = (str(src.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _HASH_CACHE:
-        _HASH_CACHE[key] = source_identity(src)
-    return _HASH_CACHE[key]
+    if not src.exists():
+        raise DataroomError(f"dataroom not found: {src}")
+    return identity_of(src, limits)
 
 
 # ---- the pieces of a run key that the config only names ------------------------------------------------

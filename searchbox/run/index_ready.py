@@ -50,7 +50,7 @@ def index_folder(cfg: RunConfig, dataroom: Path | str) -> Path:
 
     key = identity_key(embedder_identity(cfg.retrieval))
     chunking = Chunking(cfg.retrieval.chunk_chars, cfg.retrieval.chunk_overlap)
-    return index_root(cfg.index.root) / index_key(dataroom_identity(dataroom), key, chunking)
+    return index_root(cfg.index.root) / index_key(dataroom_identity(dataroom, cfg.limits), key, chunking)
 
 
 def found(cfg: RunConfig, dataroom: Path | str) -> Optional[Ready]:
@@ -89,7 +89,7 @@ def ensure(cfg: RunConfig, dataroom: Path | str) -> Optional[Ready]:
     tmp = Path(tempfile.mkdtemp(prefix="sb-index-ready-"))
     try:
         ws = open_workspace(tmp / "run", dataroom, cfg.limits)  # the run's own extraction: the same content hash
-        _add_noise(cfg, ws)
+        _add_noise(cfg, ws, False)
         retrieval = Retrieval(cfg.retrieval, ws.dataroom, index=cfg.index, content_hash=ws.sha256)
         retrieval.corpus.index.close()  # opening builds it when missing, under the folder's writer lock
         info = retrieval.index_info

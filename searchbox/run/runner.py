@@ -15,7 +15,7 @@ from .. import __version__
 from .. import harness as harnesses
 from ..harness.agent import read_answer
 from ..config import RunConfig
-from ..corpus.dataroom import Workspace, make_read_only, make_writable, open_workspace, rescan
+from ..corpus.dataroom import RESERVE, Workspace, open_workspace, place
 from ..errors import ConfigError, ModelError, SearchboxError
 from ..harness.base import RunContext
 from ..model.served import served_identity
@@ -77,24 +77,22 @@ def make_client(cfg: RunConfig, endpoint: Optional[str], question: str, gold_fil
     return ChatClient(cfg.model, endpoint)
 
 
-def _add_noise(cfg: RunConfig, ws: Workspace) -> list[dict]:
-    """Mix distractors into the freshly extracted dataroom (noise axis); returns what was added."""
+def _add_noise(cfg: RunConfig, ws: Workspace, link: bool) -> list[dict]:
+    """Show the noise axis's distractor-mixed view of the dataroom (built once per corpus and plan, corpus.store);
+    returns what was added."""
     if cfg.noise.ratio <= 0:
         return []
-    from ..corpus import noise
+    from ..corpus import noise, store
 
-    plan = noise.plan(cfg.noise, [(rel, (ws.dataroom / rel).stat().st_size) for rel in ws.files])
-    make_writable(ws.dataroom)
-    try:
-        added = noise.apply(ws.dataroom, plan)
-    finally:
-        make_read_only(ws.dataroom)
-    rescan(ws, cfg.limits)
+    plan = noise.plan(cfg.noise, [(rel, size) for rel, size, _ in ws.copy.files])
+    base = store.shared_copy(ws.source, cfg.limits)
+    view, added = store.noise_view(base, plan, cfg.limits)
+    place(ws, view, link)
     return added
 
 
 def _tools(cfg: RunConfig, ws: Workspace, sandbox_mode: str, specs) -> tuple[Toolset, ToolContext]:
-    ctx = ToolContext(work=ws.work, harness=cfg.harness, sandbox_mode=sandbox_mode)
+    ctx = ToolContext(work=ws.work, harness=cfg.harness, sandbox_mode=sandbox_mode, dataroom_source=ws.shared)
     if any(s.tier != "builtin" for s in specs):
         from ..retrieval import Retrieval
 
@@ -118,6 +116,8 @@ def _finish(record: RunRecord, recorder: Recorder, ws: Workspace, client, ctx: T
     record.status = "complete"
     recorder.close()
     recorder.write_record()
+    with contextlib.suppress(OSError):  # the full-disk reserve (corpus.dataroom.RESERVE) is needed only while it runs
+        (ws.run_dir / RESERVE).unlink()
     with contextlib.suppress(Exception):
         client.close()
     return record.to_dict()
@@ -143,9 +143,10 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
     sandbox_mode = resolve_mode(cfg.harness.sandbox)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    ws: Workspace = open_workspace(run_dir, dataroom, cfg.limits)
+    link = sandbox_mode == "none"  # commands run on the host: work/dataroom is a link to the shared copy
+    ws: Workspace = open_workspace(run_dir, dataroom, cfg.limits, link=link)
     identity = ws.sha256
-    noise_added = _add_noise(cfg, ws)
+    noise_added = _add_noise(cfg, ws, link)
     gold_files = list(info.gold.gold_files) if info.gold else []
     client = make_client(cfg, endpoint, question, gold_files, run_dir)
     if cfg.harness.run_ceiling_s:
@@ -157,11 +158,11 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         budget=cfg.harness.budget, budget_unit=cfg.harness.budget_unit, token_metric=cfg.harness.token_metric,
         force_budget=cfg.harness.force_budget, sandbox=sandbox_mode, sandbox_quota=quota_record(cfg.harness, sandbox_mode),
         delivery=cfg.harness.delivery, config=cfg.to_dict(),
-        dataroom=DataroomInfo(source=ws.source, identity=identity, sha256=ws.sha256, files=len(ws.files), bytes=ws.total_bytes, noise=noise_added),
+        dataroom=DataroomInfo(source=ws.source, identity=identity, sha256=ws.sha256, files=ws.count, bytes=ws.total_bytes, noise=noise_added),
         searchbox_version=__version__, started_at=started.isoformat(),
     )
     recorder = None
-    ctx = ToolContext(work=ws.work, harness=cfg.harness, sandbox_mode=sandbox_mode)
+    ctx = ToolContext(work=ws.work, harness=cfg.harness, sandbox_mode=sandbox_mode, dataroom_source=ws.shared)
     try:
         if isinstance(client, ChatClient):  # its own llama-server slot, erased: a run never continues another's cache
             client.start_clean(info.slot)
@@ -209,6 +210,28 @@ def _spec_of(run_dir: Path, cfg: RunConfig, record: RunRecord) -> RunSpec:
                    protocol=record.protocol or "native", gold=record.gold)
 
 
+def _reopen(run_dir: Path, record: RunRecord, cfg: RunConfig, link: bool) -> Workspace:
+    """The resumed run's workspace, on the same shared copy (made again from the source if it was pruned): a copy
+    whose content is not the run's is refused, never shown."""
+    from ..corpus import store
+
+    ws = Workspace(run_dir=run_dir, source=record.dataroom.source)
+    found = store.find_copy(record.dataroom.sha256)
+    if found is None and record.dataroom.source:
+        with contextlib.suppress(SearchboxError, OSError):
+            base = store.shared_copy(record.dataroom.source, cfg.limits)
+            if record.dataroom.noise:
+                from ..corpus import noise
+
+                plan = noise.plan(cfg.noise, [(rel, size) for rel, size, _ in base.files])
+                base, _ = store.noise_view(base, plan, cfg.limits)
+            found = base if base.identity == record.dataroom.sha256 else None
+    if found is None:
+        raise SearchboxError(f"{run_dir}: its dataroom is gone (no copy with identity {record.dataroom.sha256[:12]}); cannot resume")
+    place(ws, found, link)
+    return ws
+
+
 def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None, should_pause: Optional[Callable[[], bool]] = None) -> dict:
     """Continue a stopped run from its last checkpoint (a finished step or turn), same run_id, accounting continuous."""
     run_dir = Path(run_dir)
@@ -241,11 +264,9 @@ def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None,
         raise SearchboxError(f"{run_dir}: finished ({record.stop_reason}, {record.turns} turns); pass a budget above {record.turns} to continue")
     with contextlib.suppress(FileNotFoundError):
         (run_dir / "PAUSE").unlink()
-    ws = Workspace(run_dir=run_dir, source=record.dataroom.source, sha256=record.dataroom.sha256, total_bytes=record.dataroom.bytes)
-    if not ws.dataroom.is_dir() or ws.dataroom.is_symlink():
-        raise SearchboxError(f"{run_dir}: its dataroom is gone; cannot resume")
-    specs = select(record.tools or cfg.tools)
     sandbox_mode = resolve_mode(cfg.harness.sandbox)
+    ws = _reopen(run_dir, record, cfg, sandbox_mode == "none")
+    specs = select(record.tools or cfg.tools)
     gold_files = list(record.gold.gold_files) if record.gold else []
     client = make_client(cfg, endpoint, record.question, gold_files, run_dir)
     if cfg.harness.run_ceiling_s:

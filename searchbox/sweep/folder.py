@@ -153,6 +153,8 @@ def record_disk_full(run_dir: Path, exc: BaseException) -> DiskFull:
     error = DiskFull.of(exc, run_dir)
     with contextlib.suppress(OSError, SearchboxError):
         remove_tree(Path(run_dir) / "work" / "dataroom")
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / ".reserve").unlink()  # corpus.dataroom.RESERVE: the room a run keeps for this
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError, SearchboxError):
         meta = read_meta(run_dir)
         meta.update(status="complete", stop_reason="tool_error", stop_detail=f"stopped: {error}")

@@ -475,7 +475,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from ..datasets.check import require
 
     require(questions, dataroom, qpath)  # a gold file name that resolves nowhere fails here, in one line, before any run
-    data_id = dataroom_identity(dataroom)
+    data_id = dataroom_identity(dataroom, cfg.limits)  # limits.* overrides hold from the first look at the corpus
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
     runs_root.mkdir(parents=True, exist_ok=True)
@@ -722,7 +722,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         if found is not None:
             served, protocol, client = found
             got, limits = with_limits(cfg, client)  # keyed as the job will key it: by the limits the server gives
-            data_id = dataroom_identity(dataroom)
+            data_id = dataroom_identity(dataroom, cfg.limits)
             done = sum(is_done(sweep_dir / "runs" / run_key(_seeded(got, sc.seed + e), q.id, q.question, data_id, served, protocol=protocol, gold=q))
                        for e in range(sc.epochs) for q in questions)
             if limits.get("slots") and sc.sweep.workers is None:  # the job runs one per slot the server reports
@@ -830,6 +830,8 @@ class SweepCallback(_Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             lines = announce_plan(config, sweep_dir)
+        except errors.DataroomError as exc:  # a refused corpus: every run would be refused too, so say it once and stop
+            sweepdir.refuse(exc)
         except Exception as exc:  # the plan informs; it must never stop a sweep that would run
             lines = [f"plan: not available ({type(exc).__name__}: {exc})"]
         for line in lines:

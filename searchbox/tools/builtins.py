@@ -22,6 +22,7 @@ from .context import InvalidCall, ToolContext, ToolError, ToolResult
 
 READ_CAP = 16 * 1024**2  # bytes read (or edited) from one file
 WALK_CAP = 200_000  # entries find looks at before giving up
+LS_CAP = 1000  # entries ls lists; the rest are counted (a 100K-file folder is not dumped on the model)
 MAX_GLOB_CHARS = 4096  # fnmatch's translation is quadratic in a glob's unclosed brackets: 140 KB of "[a" never ends
 SYSTEM_PREFIXES = tuple(os.path.realpath(d) + os.sep for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64"))
 
@@ -53,13 +54,30 @@ def _parts(ctx: ToolContext, path: str) -> tuple[str, ...]:
     return tuple(p for p in norm.split("/") if p not in ("", "."))
 
 
+def _base(ctx: ToolContext, parts: tuple[str, ...]) -> tuple[Path, tuple[str, ...]]:
+    """Where a path's entry lives on the host: dataroom/... in the shared copy (ctx.dataroom_source), the rest in work/.
+
+    The shared copy is read-only to everyone and was checked when it was made; work/dataroom itself (a mount point,
+    or a link) is never walked through."""
+    if ctx.dataroom_source is not None and parts[:1] == ("dataroom",):
+        return Path(ctx.dataroom_source), parts[1:]
+    return Path(ctx.work), parts
+
+
+def _host(ctx: ToolContext, parts: tuple[str, ...]) -> Path:
+    root, rest = _base(ctx, parts)
+    return root.joinpath(*rest)
+
+
 def _lstat(ctx: ToolContext, parts: tuple[str, ...], path: str) -> os.stat_result | None:
     """The entry's own stat, or None when missing; a link or a non-directory on the way is an error."""
-    here = Path(ctx.work)
+    here, rest = _base(ctx, parts)
+    skipped = len(parts) - len(rest)
     st = os.lstat(here)
-    for i, name in enumerate(parts):
-        if i and not stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{path}: {'/'.join(parts[:i])} is not a directory")
+    for i, name in enumerate(rest):
+        shown = "/".join(parts[: skipped + i])
+        if (i or skipped) and not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{path}: {shown} is not a directory")
         here = here / name
         try:
             st = os.lstat(here)
@@ -68,7 +86,7 @@ def _lstat(ctx: ToolContext, parts: tuple[str, ...], path: str) -> os.stat_resul
         except OSError as exc:
             raise ToolError(f"{path}: {exc.strerror}") from exc
         if stat.S_ISLNK(st.st_mode):
-            raise ToolError(f"{path}: {'/'.join(parts[: i + 1])} is a symbolic link; links are not followed")
+            raise ToolError(f"{path}: {'/'.join(parts[: skipped + i + 1])} is a symbolic link; links are not followed")
     return st
 
 
@@ -115,7 +133,8 @@ def _regular(ctx: ToolContext, path: str) -> tuple[tuple[str, ...], os.stat_resu
 
 
 def _read(ctx: ToolContext, parts: tuple[str, ...], path: str) -> bytes:
-    data = safefs.read_bytes(ctx.work, "/".join(parts), cap=READ_CAP)
+    root, rest = _base(ctx, parts)
+    data = safefs.read_bytes(root, "/".join(rest), cap=READ_CAP)
     if data is None:
         raise ToolError(f"{path}: not a regular file")
     return data
@@ -206,7 +225,7 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> Tool
 
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolResult:
     limit = min(float(timeout or ctx.harness.bash_timeout_s), ctx.harness.bash_timeout_s * 4)
-    result = sandbox.run_shell(command, ctx.work, [ctx.dataroom], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4,
+    result = sandbox.run_shell(command, ctx.work, [ctx.bind], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4,
                                sandbox.limits_for(ctx.harness), inside=ctx.inside)
     ctx.programs.extend(sandbox.programs(command))
     ctx.touch_from_text(command)
@@ -266,7 +285,7 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
     if glob:
         argv += ["--glob", glob]
     argv += ["-e", pattern, "--", target]
-    res = sandbox.run_confined(argv, ctx.work, [ctx.dataroom], ctx.sandbox_mode, ctx.harness.bash_timeout_s, cap,
+    res = sandbox.run_confined(argv, ctx.work, [ctx.bind], ctx.sandbox_mode, ctx.harness.bash_timeout_s, cap,
                                sandbox.limits_for(ctx.harness), extra_ro=extra, merge_stderr=False, inside=ctx.inside)
     if res.timed_out or res.killed:
         raise ToolError(f"grep timed out after {ctx.harness.bash_timeout_s:g}s" if res.timed_out else f"grep killed: {res.killed}")
@@ -284,9 +303,17 @@ def _rg(ctx: ToolContext, rg: str, pattern: str, target: str, glob: str | None, 
 
 def _py_grep(ctx: ToolContext, target: str, pattern: str, glob: str | None, ignore_case: bool, cap: int) -> tuple[list[tuple[str, int, str]], str]:
     """The fallback when ripgrep is missing (Python's regex dialect): a child process under the bash deadline."""
-    req = fallback_grep.Request(str(ctx.work.resolve()), target, pattern, glob, ignore_case, cap, READ_CAP)
+    parts = tuple(p for p in target.split("/") if p not in ("", "."))
+    searches = [(_base(ctx, parts), "dataroom/" if _base(ctx, parts)[0] != Path(ctx.work) else "")]
+    if not parts and ctx.dataroom_source is not None:
+        searches.append(((Path(ctx.dataroom_source), ()), "dataroom/"))  # work/ holds only its mount point
     try:
-        matches, cut = fallback_grep.search(req, ctx.harness.bash_timeout_s)
+        matches, cut = [], False
+        for (root, rest), shown_prefix in searches:
+            req = fallback_grep.Request(str(root.resolve()), "/".join(rest) or ".", pattern, glob, ignore_case, cap, READ_CAP)
+            found, more = fallback_grep.search(req, ctx.harness.bash_timeout_s)
+            matches += [(shown_prefix + p.removeprefix("./"), n, t) for p, n, t in found]
+            cut = cut or more
     except fallback_grep.Timeout as exc:
         raise ToolError(str(exc)) from exc
     except fallback_grep.BadPattern as exc:
@@ -312,19 +339,26 @@ def find(ctx: ToolContext, pattern: str, path: str = ".") -> ToolResult:
         raise ToolError(f"{path}: not a directory")
     hits, seen = [], [0]
 
+    prefix = [parts]
+
     def visit(entry: safefs.Entry) -> bool:  # lists links, never descends into them; any depth (fd-relative)
+        if not prefix[0] and entry.parts == ("dataroom",) and ctx.dataroom_source is not None:
+            return False  # the mount point (or link): the shared copy is walked below, as dataroom/
         if stat.S_ISDIR(entry.st.st_mode):
             return True
         seen[0] += 1
         if seen[0] > WALK_CAP:
             raise _WalkCap
-        r = "/".join(parts + entry.parts)
+        r = "/".join(prefix[0] + entry.parts)
         if fnmatch.fnmatch(entry.name, pattern) or fnmatch.fnmatch(r, pattern) or fnmatch.fnmatch(r, f"*/{pattern}"):
             hits.append(r)
         return False
 
     try:
-        safefs.walk(Path(ctx.work).joinpath(*parts), visit)
+        safefs.walk(_host(ctx, parts), visit)
+        if not parts and ctx.dataroom_source is not None:
+            prefix[0] = ("dataroom",)
+            safefs.walk(Path(ctx.dataroom_source), visit)
     except _WalkCap:
         pass
     hits.sort(key=safefs.walk_order)
@@ -340,11 +374,13 @@ def ls(ctx: ToolContext, path: str = ".") -> ToolResult:
     if st is None or not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path}: not a directory")
     rows = []
-    with os.scandir(Path(ctx.work).joinpath(*parts)) as it:
+    with os.scandir(_host(ctx, parts)) as it:
         entries = sorted(it, key=lambda e: e.name)
-    for entry in entries[:1000]:  # hidden entries too: the same view as `ls -A`
+    for entry in entries[:LS_CAP]:  # hidden entries too: the same view as `ls -A`
         est = entry.stat(follow_symlinks=False)
-        if stat.S_ISDIR(est.st_mode):
+        if not parts and entry.name == "dataroom" and ctx.dataroom_source is not None:
+            rows.append({"name": entry.name, "kind": "dir"})  # the shared copy's mount point (or link)
+        elif stat.S_ISDIR(est.st_mode):
             rows.append({"name": entry.name, "kind": "dir"})
         elif stat.S_ISREG(est.st_mode):
             rows.append({"name": entry.name, "kind": "file", "size": est.st_size})
@@ -352,7 +388,9 @@ def ls(ctx: ToolContext, path: str = ".") -> ToolResult:
             rows.append({"name": entry.name, "kind": "link"})
         else:
             rows.append({"name": entry.name, "kind": _kind(est)})
-    return ToolResult(render_ls(rows), {"path": "/".join(parts) or ".", "entries": rows})
+    left = max(0, len(entries) - LS_CAP)
+    text = render_ls(rows) + (f"\n[{left} more entries not listed; use find or a narrower path]" if left else "")
+    return ToolResult(text, {"path": "/".join(parts) or ".", "entries": rows, "more": left})
 
 
 def write(ctx: ToolContext, path: str, content: str) -> str:

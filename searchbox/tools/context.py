@@ -40,11 +40,28 @@ class ToolContext:
     sandbox_mode: str = "bwrap"
     inside: Optional[str] = None  # work/'s path in the box (and in the model's absolute paths); None: its own path
     retrieval: Optional[Any] = None  # searchbox.retrieval.Retrieval, built lazily by the toolset
+    dataroom_source: Optional[Path] = None  # the shared read-only copy shown at work/dataroom (None: work/dataroom itself)
     programs: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if self.dataroom_source is None and (self.work.parent / "dataroom.json").is_file():
+            from ..corpus.dataroom import run_dataroom  # the run's pointer to its shared copy (corpus.dataroom.place)
+
+            self.dataroom_source = run_dataroom(self.work.parent)
+
     @property
     def dataroom(self) -> Path:
+        """Where the dataroom is read on the host: the shared copy, or work/dataroom itself."""
+        return Path(self.dataroom_source) if self.dataroom_source is not None else self.work / "dataroom"
+
+    @property
+    def bind(self) -> Path:
+        """What the box binds read-only at dataroom/: work/dataroom, or a Mount of the shared copy there."""
+        if self.dataroom_source is not None:
+            from ..corpus.dataroom import Mount
+
+            return Mount(self.work / "dataroom", Path(self.dataroom_source))  # type: ignore[return-value]
         return self.work / "dataroom"
 
     def touch(self, path: str) -> None:

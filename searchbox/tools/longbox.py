@@ -201,7 +201,8 @@ def start_box(argv: list[str], work: Path, readonly: list[Path], mode: str, limi
         binds += [(str(disk_private[name]), dest, True) for name, dest in private.items()]
         work_source = None
     else:
-        sources = [*sandbox.SYSTEM_DIRS, "/etc", str(work), *(str(Path(p).resolve()) for p in readonly), *(ro_binds or {}),
+        sources = [*sandbox.SYSTEM_DIRS, "/etc", str(work), *(str(Path(p).resolve()) for p in readonly),
+                   *(str(Path(p.source).resolve()) for p in readonly if hasattr(p, "source")), *(ro_binds or {}),
                    sandbox.shutil.which("bwrap") or "/usr/bin/bwrap"]
         stage = boxwork.stage_dir(sources)
         binds += [(f"{stage}/{name}", dest, True) for name, dest in private.items()]

@@ -232,8 +232,9 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     cmd += ["--bind", work_source or str(work), str(where)]  # work_source: the quota tmpfs (boxwork), else work/ itself
     for path in readonly:
         p = Path(path).resolve()
-        if p.exists():
-            cmd += ["--ro-bind", str(p), str(where / p.relative_to(work)) if inside and p.is_relative_to(work) else str(p)]
+        src = Path(getattr(path, "source", p)).resolve()  # a Mount (corpus.dataroom): the shared copy, bound at p
+        if src.exists() and (src == p or p.is_dir()):
+            cmd += ["--ro-bind", str(src), str(where / p.relative_to(work)) if inside and p.is_relative_to(work) else str(p)]
     for src, dest in (extra_ro or {}).items():
         cmd += ["--ro-bind", src, dest]
     for src, dest, writable in binds:
@@ -362,7 +363,8 @@ def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s
          extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota], inside: str | None = None) -> ShellResult:
     stage = None
     if quota is not None:
-        sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly), *(extra_ro or {}),
+        sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly),
+                   *(str(Path(p.source).resolve()) for p in readonly if hasattr(p, "source")), *(extra_ro or {}),
                    shutil.which("bwrap") or "/usr/bin/bwrap"]  # the wrapper execs bwrap after mounting: keep it in sight
         stage = boxwork.stage_dir(sources)
     elif mode != "none":

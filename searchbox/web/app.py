@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from .. import bounds
-from ..config import DataroomLimits
+from ..config import UPLOAD_LIMITS
 from ..corpus.dataroom import make_writable, open_workspace
 from ..errors import ConfigError, SearchboxError
 from ..harness import kinds as harness_kinds
@@ -563,7 +563,7 @@ def check_zip(path: Path, scratch: Path) -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="check-", dir=scratch))
     try:
-        open_workspace(tmp, path, DataroomLimits())
+        open_workspace(tmp, path, UPLOAD_LIMITS)  # an upload is untrusted: the tight caps
     finally:
         make_writable(tmp)
         shutil.rmtree(tmp, ignore_errors=True)

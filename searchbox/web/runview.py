@@ -292,7 +292,12 @@ def file_tree(run_dir: Path) -> dict:
     if st is not None and stat.S_ISDIR(st.st_mode):
         listing = safefs.list_files(run_dir / "work", cap_files=TREE_CAP, max_depth=MAX_DEPTH)
         truncated = listing.truncated
-        work = [[f"work/{shown(rel)}", size] for rel, size in listing.files]
+        work = [[f"work/{shown(rel)}", size] for rel, size in listing.files if not _in_shared(run_dir, rel)]
+        shared = _shared_room(run_dir)
+        if shared is not None:  # the corpus's shared copy, shown where the run saw it (work/dataroom/)
+            room = safefs.list_files(shared, cap_files=max(0, TREE_CAP - len(work)), max_depth=MAX_DEPTH)
+            truncated = truncated or room.truncated
+            work = sorted(work + [[f"work/dataroom/{shown(rel)}", size] for rel, size in room.files])
     return {"artifacts": artifacts, "work": work, "truncated": truncated}
 
 
@@ -330,6 +335,17 @@ def _escaped_only(text: str) -> bool:
     return not any("\ud800" <= c <= "\udfff" and not "\udc80" <= c <= "\udcff" for c in text)
 
 
+def _shared_room(run_dir: Path) -> Optional[Path]:
+    """The shared read-only copy a run's work/dataroom showed (corpus.store), or None for a run that holds its own."""
+    from ..corpus.dataroom import POINTER, run_dataroom
+
+    return run_dataroom(run_dir) if (Path(run_dir) / POINTER).is_file() else None
+
+
+def _in_shared(run_dir: Path, rel: str) -> bool:
+    return rel.startswith("dataroom/") and _shared_room(run_dir) is not None
+
+
 def _top_files(run_dir: Path) -> list[str]:
     out = []
     with os.scandir(run_dir) as it:
@@ -351,10 +367,14 @@ def read_file(run_dir: Path, rel: str) -> dict:
         raise NotFound(shown(str(exc))) from exc
     if not parts:
         raise NotFound("no file given")
-    data = safefs.read_bytes(Path(run_dir), "/".join(parts), cap=FILE_CAP + 1)
+    root, inner = Path(run_dir), "/".join(parts)
+    shared = _shared_room(Path(run_dir))
+    if shared is not None and parts[:2] == ("work", "dataroom") and len(parts) > 2:
+        root, inner = shared, "/".join(parts[2:])  # the corpus's shared copy, read as the run saw it
+    data = safefs.read_bytes(root, inner, cap=FILE_CAP + 1)
     if data is None:
         raise NotFound(f"{shown(rel)}: no such regular file (links and special files are not shown)")
-    st = safefs.lstat(Path(run_dir), "/".join(parts))
+    st = safefs.lstat(root, inner)
     size = st.st_size if st else len(data)
     if b"\x00" in data[:8192] or rel.endswith(".parquet"):
         return {"path": rel, "size": size, "binary": True, "text": "", "truncated": False}

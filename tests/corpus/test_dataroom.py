@@ -218,17 +218,21 @@ def test_reusing_a_run_dir_never_follows_the_models_links(tmp_path, where):
 
 
 def test_make_writable_and_removal_skip_links_inside(tmp_path):
+    """Links planted inside work/ (beside or in place of the mount point) are removed on reopen, never followed."""
     host = _host_dir(tmp_path)
     run = tmp_path / "run"
     ws = open_workspace(run, None)
-    make_writable(ws.dataroom)
-    (ws.dataroom / "people" / "out").symlink_to(host, target_is_directory=True)
-    (ws.dataroom / "file-link").symlink_to(host / "secret.txt")
+    os.chmod(ws.mount, 0o755)
+    os.rmdir(ws.mount)
+    ws.mount.mkdir()
+    (ws.mount / "out").symlink_to(host, target_is_directory=True)
+    (ws.mount / "file-link").symlink_to(host / "secret.txt")
     os.mkfifo(ws.work / ".dataroom.partial")
     ws = open_workspace(run, None)
     assert stat.S_IMODE(host.stat().st_mode) == 0o700 and stat.S_IMODE((host / "secret.txt").stat().st_mode) == 0o600
     assert (host / "secret.txt").read_text() == "keep me"
-    assert not (ws.dataroom / "file-link").exists()
+    assert not os.path.lexists(ws.mount / "file-link") and os.listdir(ws.mount) == []
+    assert not (ws.dataroom / "file-link").exists() and "file-link" not in ws.files
 
 
 def test_a_tree_deeper_than_path_max_can_be_made_writable_listed_and_removed(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import hashlib
 import json
 import random
@@ -139,8 +141,17 @@ def test_a_noisy_run_records_what_was_added(corpus, tmp_path):
     original = sum(size for _, size in tiny_files())
     assert added and sum(a["bytes"] for a in added) == pytest.approx(4 * original, abs=1000)
     assert meta["dataroom"]["bytes"] == original + sum(a["bytes"] for a in added)
-    room = run_dir / "work" / "dataroom"
+    from searchbox.corpus import store
+
+    assert os.listdir(run_dir / "work" / "dataroom") == []  # the run holds a mount point, no copy
+    view = store.find_copy(meta["dataroom"]["sha256"])
+    base = store.find_copy(meta["dataroom"]["identity"])
+    room = view.data
     assert all((room / a["path"]).is_file() for a in added)
-    assert (room / "reports" / "gannet-rock-survey.md").read_bytes() == (builtin_dataroom() / "reports" / "gannet-rock-survey.md").read_bytes()
+    gold = room / "reports" / "gannet-rock-survey.md"
+    assert gold.read_bytes() == (builtin_dataroom() / "reports" / "gannet-rock-survey.md").read_bytes()
+    assert gold.stat().st_ino == (base.data / "reports" / "gannet-rock-survey.md").stat().st_ino  # a link, not a byte copy
     again, _, _ = run_script(tmp_path, script, cfg, name="again")
     assert [a["path"] for a in again["dataroom"]["noise"]] == [a["path"] for a in added]  # same seed, same draw
+    assert again["dataroom"]["sha256"] == meta["dataroom"]["sha256"]
+    assert len([p for p in base.root.iterdir() if p.name.startswith("noise-")]) == 1  # one view shared by both runs

@@ -171,7 +171,7 @@ def test_grep_on_one_file_names_the_file(toolset):
 def test_grep_lists_files_in_path_order_every_time(toolset, monkeypatch, ripgrep):
     """ripgrep's threads printed files in the order they finished: the same call could list (and, under the cap,
     keep) other matches on a rerun (tests/test_reproducible caught a run diverging at its first grep)."""
-    many = toolset.ctx.work / "dataroom" / "many"
+    many = toolset.ctx.dataroom / "many"
     many.mkdir()
     for n in range(60):
         (many / f"f{n:02d}" ).mkdir()
@@ -186,7 +186,7 @@ def test_grep_lists_files_in_path_order_every_time(toolset, monkeypatch, ripgrep
 
 @needs_bwrap
 def test_ripgrep_in_bash_lists_files_in_path_order(toolset):
-    many = toolset.ctx.work / "dataroom" / "many"
+    many = toolset.ctx.dataroom / "many"
     many.mkdir()
     for n in range(60):
         (many / f"f{n:02d}").mkdir()

@@ -73,17 +73,14 @@ def source_kind(path: Path) -> str:
 
 @contextlib.contextmanager
 def source_folder(path: Path, limits: DataroomLimits | None = None) -> Iterator[Path]:
-    """A folder to read: the folder itself, or a zip extracted by the dataroom's own checks into a temp dir."""
+    """A folder to read: the folder itself, or a zip's shared copy (extracted once by the dataroom's own checks)."""
     path = Path(path)
     if source_kind(path) == "folder":
         yield path
         return
-    tmp = Path(tempfile.mkdtemp(prefix="sb-index-src-"))
-    try:
-        yield open_workspace(tmp / "run", path, limits).dataroom
-    finally:
-        make_writable(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+    from ...corpus.store import shared_copy
+
+    yield shared_copy(path, limits).data  # the runs' own read-only copy: extracted once, never per build
 
 
 def iter_folder(root: Path, limits: DataroomLimits | None = None, include_skipped: bool = False,
