@@ -20,7 +20,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from .answer import _MARKERS, _SOURCES_INLINE, _SOURCES_LINE, _THINK  # one definition of a sources line
+from .answer import ANSWER_CAP, _MARKERS, _SOURCES_LINE, _SOURCES_WORD, _THINK, inline_sources  # one definition of a sources line
 
 CITATIONS_VERSION = "citations-1"
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -30,15 +30,16 @@ _PATHLIKE = re.compile(r"/|\.[A-Za-z0-9]{1,8}$")
 
 def sources_part(answer_md: str) -> str:
     """The text after the answer's first sources line ("" when it has none)."""
-    lines = _THINK.sub("", answer_md or "").splitlines()
+    lines = _THINK.sub("", answer_md or "")[:ANSWER_CAP].splitlines()  # what grading reads, and no more (linear)
     for i, line in enumerate(lines):
         bare = _MARKERS.sub("", line).strip()
         m = _SOURCES_LINE.match(bare)
         if m:
             return "\n".join([bare[m.end():], *lines[i + 1:]])
-        m = _SOURCES_INLINE.search(line)
-        if m and line[: m.start()].strip():
-            return "\n".join([line[m.end():], *lines[i + 1:]])
+        start = inline_sources(line)
+        if start is not None and line[:start].strip():
+            word = _SOURCES_WORD.search(line, start)
+            return "\n".join([line[word.end():] if word else line[start:], *lines[i + 1:]])
     return ""
 
 
