@@ -410,15 +410,9 @@ class _Killer:
 
 
 def _descends(pid: int, ancestor: int) -> bool:
-    for _ in range(64):
-        if pid == ancestor:
-            return True
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if pid <= 1:
-            return False
+    from searchbox.tools.longbox import descends
+
+    return descends(pid, ancestor)
     return False
 
 

@@ -94,16 +94,21 @@ def read_bytes(root: Path, rel: str | os.PathLike, cap: int = READ_CAP) -> Optio
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        chunks, left = [], cap
-        while left > 0:
-            block = os.read(fd, min(left, 1 << 20))
-            if not block:
-                break
-            chunks.append(block)
-            left -= len(block)
-        return b"".join(chunks)
+        return read_fd(fd, cap)
     finally:
         os.close(fd)
+
+
+def read_fd(fd: int, cap: int) -> bytes:
+    """At most `cap` bytes from an open descriptor, read in blocks (a file that grows while read stops at the cap)."""
+    chunks, left = [], cap
+    while left > 0:
+        block = os.read(fd, min(left, 1 << 20))
+        if not block:
+            break
+        chunks.append(block)
+        left -= len(block)
+    return b"".join(chunks)
 
 
 def read_text(root: Path, rel: str | os.PathLike, cap: int = READ_CAP) -> Optional[str]:

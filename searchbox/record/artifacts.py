@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import bounds
+from ..corpus import safefs
 from ..errors import SearchboxError
 
 META_CAP = 16 * 1024**2  # run_meta.json: a config, a 4,000-character answer, grades; far under this
@@ -70,16 +71,9 @@ def read_bytes(run_dir: Path, name: str, cap: int) -> bytes:
         size = os.fstat(fd).st_size
         if size > cap:
             raise DamagedArtifact(f"{name}: {size} bytes, over the cap of {cap}")
-        chunks, left = [], cap + 1
-        while left > 0:
-            block = os.read(fd, min(left, 1 << 20))
-            if not block:
-                break
-            chunks.append(block)
-            left -= len(block)
+        data = safefs.read_fd(fd, cap + 1)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > cap:
         raise DamagedArtifact(f"{name}: over the cap of {cap} bytes")
     return data

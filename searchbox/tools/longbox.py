@@ -41,6 +41,20 @@ SANDBOX_UID = sandbox.SANDBOX_UID
 
 
 @dataclass
+
+def descends(pid: int, ancestor: int, depth: int = 64) -> bool:
+    """Whether process `pid` is `ancestor` or below it, following /proc's parent links at most `depth` steps."""
+    for _ in range(depth):
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
+
 class _Tmpfs:
     """The quota tmpfs of a long box: its root, work/ and each private folder, as descriptors the harness holds."""
 
@@ -103,16 +117,7 @@ class LongBox:
                 return os.stat(f"/proc/{pid}/ns/pid").st_ino == self._box.pid_ns
             except OSError:
                 return False
-        for _ in range(64):  # up the parent chain to the process started (sandbox=none)
-            if pid == self.proc.pid:
-                return True
-            try:
-                pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                return False
-            if pid <= 1:
-                return False
-        return False
+        return descends(pid, self.proc.pid)  # sandbox=none: up the parent chain to the process started
 
     def stderr_text(self) -> str:
         return bytes(self._stderr).decode("utf-8", "replace")

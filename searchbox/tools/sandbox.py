@@ -314,9 +314,12 @@ def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota,
         fds.append(theirs.fileno())
         full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
     try:
-        # bwrap's own environment and folder (its pid 1 keeps them) name no host path: the box sets its own
-        proc = subprocess.Popen(full, cwd="/", stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                                env=environment("/"), pass_fds=fds)
+        # bwrap's own environment and folder (its pid 1 keeps them) name no host path: the box sets its own. Unboxed
+        # (sandbox=none) the command runs where it is, in work/ itself.
+        boxed = quota is not None or os.path.basename(full[0]) == "bwrap"
+        home = "/" if boxed else str(work)
+        proc = subprocess.Popen(full, cwd=home, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                                env=environment(home), pass_fds=fds)
     except BaseException:
         if ours is not None:
             ours.close()
