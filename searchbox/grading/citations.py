@@ -100,8 +100,11 @@ def measure(answer_md: str, files: set[str], gold_files: Iterable[str], evidence
 
 
 def room_files(run_dir: Path) -> set[str]:
-    """The dataroom-relative paths of a run's work/dataroom (links not followed; empty when it has none)."""
-    root = Path(run_dir) / "work" / "dataroom"
+    """The dataroom-relative paths of the dataroom a run saw: the shared copy its pointer names (corpus.store), else its
+    own work/dataroom (links not followed; empty when it has none)."""
+    from ..corpus.dataroom import POINTER, run_dataroom
+
+    root = run_dataroom(run_dir) if (Path(run_dir) / POINTER).is_file() else Path(run_dir) / "work" / "dataroom"
     out: set[str] = set()
     if root.is_dir() and not root.is_symlink():
         for folder, _, names in os.walk(root):

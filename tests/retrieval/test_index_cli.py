@@ -72,7 +72,7 @@ def test_node_modules_and_dot_dirs_skipped_by_default_and_as_options(tmp_path, t
     # the selection is the index's: a refresh reads the same files, and another selection is a new build
     (tree / "app" / "more.txt").write_text("more tides\n")
     (tree / "app" / "more.py").write_text("def more():\n    pass\n")
-    code, out, _ = run(capsys, "refresh", "--index", tmp_path / "py")
+    code, out, _ = run(capsys, "refresh", "--index", tmp_path / "py", "--list-files")
     assert code == 0 and json.loads(out)["new_files"] == ["app/more.py"]
     assert build(capsys, tree, tmp_path / "py", "--extensions", "py,md")["status"] == "up to date"
     assert build(capsys, tree, tmp_path / "py", "--extensions", "py")["status"] == "built"

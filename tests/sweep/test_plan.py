@@ -122,7 +122,7 @@ def test_eta_stays_stable_across_runs_of_different_budgets(tmp_path, capsys, mon
             n += 1
             (sweep / "runs" / key).mkdir()
             (sweep / "runs" / key / "DONE").write_text("budget_spent")
-            (sweep / "runs" / key / "run_meta.json").write_text(json.dumps({"model": "m", "turns": budget, "elapsed_s": durations[n - 1]}))
+            (sweep / "runs" / key / "run_meta.json").write_text(json.dumps({"run_id": key, "stop_reason": "budget_spent", "model": "m", "turns": budget, "elapsed_s": durations[n - 1]}))
             progress.update(True, f"{key} budget={budget}", key)
             etas.append(seconds(re.findall(r"ETA ([^|]+)\|", capsys.readouterr().err)[-1]))
             truth.append(sum(durations[n:]))
@@ -146,6 +146,7 @@ def test_progress_pools_the_pace_of_jobs_running_at_once(tmp_path, capsys, monke
     for progress, key in ((a, "a0"), (b, "b0")):
         (sweep / "runs" / key).mkdir()
         (sweep / "runs" / key / "DONE").write_text("x")
+        (sweep / "runs" / key / "run_meta.json").write_text(json.dumps({"run_id": key, "stop_reason": "budget_spent"}))  # a valid record: done
         progress.REFRESH_S = 0.0
         progress.update(True, key, key)
     eta = seconds(re.findall(r"ETA ([^|]+)\|", capsys.readouterr().err)[-1])
