@@ -40,8 +40,6 @@ STDERR_CAP = 256 * 1024  # bytes of the process's stderr kept (the last ones)
 SANDBOX_UID = sandbox.SANDBOX_UID
 
 
-@dataclass
-
 def descends(pid: int, ancestor: int, depth: int = 64) -> bool:
     """Whether process `pid` is `ancestor` or below it, following /proc's parent links at most `depth` steps."""
     for _ in range(depth):
@@ -55,6 +53,8 @@ def descends(pid: int, ancestor: int, depth: int = 64) -> bool:
             return False
     return False
 
+
+@dataclass
 class _Tmpfs:
     """The quota tmpfs of a long box: its root, work/ and each private folder, as descriptors the harness holds."""
 
