@@ -2,6 +2,7 @@
 
     python -m searchbox.grade SWEEP_DIR... [--questions Q.jsonl] [--dry-run]
                               [grading.judge=true grading.judge_endpoint=URL grading.judge_model=ID]
+    python -m searchbox.grade tables RESULT_DIR... [--questions Q.jsonl] [--dry-run]
     python -m searchbox.grade check --gold G [--alias A ...] (--answer TEXT | --answer - | --answer-file PATH)
                                     [--question Q] [--json]
 
@@ -207,6 +208,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["check"]:
         return check(argv[1:])
+    if argv[:1] == ["tables"]:  # a committed result's tables, from the answers they recorded (grading/tables.py)
+        from .tables import main as tables
+
+        return tables(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m searchbox.grade", description=__doc__.splitlines()[0],
                                      epilog="Overrides: grading.judge=true grading.judge_endpoint=URL grading.judge_model=ID "
                                             "(or --judge --judge-endpoint URL --judge-model ID). "
