@@ -1,5 +1,6 @@
 """Domain errors: inner code raises these; `cli` is where they become one-line messages."""
 
+import argparse
 import errno
 import functools
 import os
@@ -125,6 +126,13 @@ def cli(main):
             return 130
 
     return wrapper
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse whose usage mistakes are bad input like any other: a one-line SearchboxError (exit 2 through `cli`), not a usage dump."""
+
+    def error(self, message: str):
+        raise SearchboxError(f"{self.prog}: {message}")
 
 
 def task(fn):

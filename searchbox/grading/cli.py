@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..record.collect import collect, run_dirs, write
-from ..errors import SearchboxError, cli
+from ..errors import ArgParser, SearchboxError, cli
 from .qfile import MAX_GOLD_CHARS, MAX_QUESTION_CHARS, read_bounded
 from . import GRADER_VERSION, Judge, Question, explain, grade, grade_text, load_questions
 from ..record.record import read_meta, update_grades
@@ -118,13 +118,6 @@ def regrade(dirs: list[Path], gold: GoldSource, judge: Optional[Judge] = None, d
     return changes
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one-line SearchboxErrors (exit 2 through errors.cli), not usage dumps."""
-
-    def error(self, message: str):
-        raise SearchboxError(f"{self.prog}: {message}")
-
-
 def _answer_text(args: argparse.Namespace) -> str:
     if args.answer is not None and args.answer_file is not None:
         raise SearchboxError("give the answer once: --answer TEXT, --answer - (stdin) or --answer-file PATH")
@@ -152,7 +145,7 @@ def _answer_text(args: argparse.Namespace) -> str:
 
 def check(argv: list[str]) -> int:
     """`python -m searchbox.grade check`: every grade of one answer against a gold (see the module docstring)."""
-    parser = _Parser(prog="python -m searchbox.grade check", description="Grade one answer against a gold answer and its aliases.")
+    parser = ArgParser(prog="python -m searchbox.grade check", description="Grade one answer against a gold answer and its aliases.")
     parser.add_argument("--gold", help="the gold answer")
     parser.add_argument("--alias", action="append", default=[], help="another accepted form of the gold (repeatable)")
     parser.add_argument("--answer", help="the answer text (an ANSWER.md's content); - reads it from stdin")

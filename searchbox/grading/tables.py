@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import SearchboxError
+from ..errors import ArgParser, SearchboxError
 from . import Question, grade_text, load_questions
 from .answer import ANSWER_PART_VERSION
 from .correct import CORRECT_VERSION
@@ -151,12 +151,8 @@ def regrade_table(result_dir: Path, golds: Golds, dry_run: bool = False) -> Regr
 
 
 def main(argv: list[str]) -> int:
-    import argparse
-
-    from .cli import _Parser
-
-    parser: argparse.ArgumentParser = _Parser(prog="python -m searchbox.grade tables",
-                                              description="Regrade the answer grades of committed result tables (runs.parquet).")
+    parser = ArgParser(prog="python -m searchbox.grade tables",
+                       description="Regrade the answer grades of committed result tables (runs.parquet).")
     parser.add_argument("dirs", nargs="+", type=Path, help="result directories holding runs.parquet")
     parser.add_argument("--questions", type=Path, default=None, help="question file whose gold answers win (matched by id and text)")
     parser.add_argument("--dry-run", action="store_true", help="report what would change, write nothing")

@@ -14,7 +14,6 @@ names, a number as the gold file writes it). The builder keeps only questions th
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import random
@@ -27,7 +26,7 @@ from typing import Iterable, Iterator, Optional
 
 import yaml
 
-from ..errors import SearchboxError, cli
+from ..errors import ArgParser, SearchboxError, cli
 from ..corpus.dataroom import corpus_texts
 from ..grading.qfile import records
 from .audit import Corpus, Finding, audit, audit_one, report
@@ -294,13 +293,6 @@ def builtin_questions() -> Path:
     return Path(str(resources.files("searchbox") / "builtin" / "jina-questions.jsonl"))
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage mistakes are bad input like any other: one line, exit 2."""
-
-    def error(self, message: str):
-        raise SearchboxError(message)
-
-
 def load(path: Path) -> list[Built]:
     """A question file as the audit reads it (the builder's `template` kept); checked as every reader checks it (grading/qfile.py)."""
     out = [Built(r["id"], r["question"], r["answer"], r["aliases"], r["gold_files"], r["type"], r["template"]) for r in records(path, duplicates=True)]
@@ -311,7 +303,7 @@ def load(path: Path) -> list[Built]:
 
 @cli
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = _Parser(prog="python -m searchbox.questions", description="Build question sets from a corpus, and audit them.")
+    parser = ArgParser(prog="python -m searchbox.questions", description="Build question sets from a corpus, and audit them.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="derive single-hop and two-hop questions from the documents' front matter (audited)")
     b.add_argument("corpus", type=Path, help="zip or folder of markdown documents with YAML front matter")
