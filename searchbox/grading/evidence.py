@@ -2,9 +2,15 @@
 
 One definition for every tier, read from what the agent received (the tool messages in trace.jsonl):
 
+- Where the question names its answer-bearing passages (its `evidence` spans, {file, text}: grading/qfile.py) and
+  a span stands verbatim (whitespace collapsed) in a gold file, that file's passages are its spans: in each span
+  line, the occurrence of the gold, or, in a line without one, its first SPAN_CHARS characters (a bridge passage).
+  The other rules below apply to them unchanged. `evidence_rule` says which passages measured a run: "passage"
+  (spans, for every measured file), "occurrence" (the rule below, for every one) or "mixed".
 - A gold file's *answer-bearing passages* are where the gold answer or an alias occurs in it under the
   grader's normalisation (`searchbox.grading.normalize.contains`): on each such line, the shortest run of
-  words that holds it (an *occurrence*). Not an occurrence: one inside a name (a file's or a model's:
+  words that holds it (an *occurrence*); a gold hard-wrapped over two lines occurs in the two lines joined by a
+  space, and an output shows it with its lines joined the same way. Not an occurrence: one inside a name (a file's or a model's:
   "jx-two-1.5b" spells 1.5B) that is not itself a gold, and one in a block that is not the document's own
   text (a bookmark card about another page, whose author or publisher is not this document's; see
   searchbox.corpus.markup). A gold file in which no gold occurs is *unmeasured*: a bridge document of a multi-hop
@@ -538,7 +544,8 @@ def extents(o: Occurrence, text: str) -> Iterator[tuple[int, int]]:
 def shows(p: Passages, text: str, sent: str, elsewhere: Optional[Callable[[str], bool]]) -> bool:
     """A text shows a gold file's answer: an occurrence with CONTEXT_CHARS of its line (or the whole line) that the agent did not
     send itself; when the text does not name the file (`elsewhere` given), that window must also be found in no other file."""
-    flat = text.replace("\n", " ")  # a line wrapped by the file or by the command (fold) still shows its line
+    flat = text.replace("\n", " ")  # a line wrapped by the file or by the command still shows its line ...
+    sent = f"{sent}\x00{sent.replace(chr(10), ' ')}"  # ... and what the agent sent wrapped is still its own
     for o in p.occurrences:
         for a, b in (*extents(o, text), *(extents(o, flat) if "\n" in text else ())):
             window = o.line[a:b]

@@ -62,6 +62,13 @@ def test_a_hard_wrapped_gold_is_measured_and_its_read_counts(tmp_path):
     assert shown.recall == 1.0
 
 
+def test_a_wrapped_passage_the_agent_typed_itself_is_no_evidence(tmp_path):
+    rd = _run(tmp_path, {GOLD: WRAPPED})
+    typed = "The keeper's log was kept from 1890 by Dana\nWhitfield, who handed it on in 1921 to the harbour board."
+    ev = _graded(rd, [("bash", {"command": f"cd dataroom && printf '%s' \"{typed}\""}, typed)])
+    assert ev.measured == [GOLD] and ev.recall == 0.0
+
+
 def test_spans_are_validated_in_one_line():
     import pytest
     from searchbox.grading.qfile import fields
