@@ -88,6 +88,10 @@ BAD_LINES = {
     "a 5,000-digit number": '{"id": "a", "question": "q?", "answer": ' + "9" * 5000 + "}",
     "invalid UTF-8": b'{"id": "a", "question": "\xff?"}',
     "a 10 MB gold": {**GOOD, "answer": "x" * 10_000_000},
+    "evidence as a string": {**GOOD, "evidence": "g.md"},  # evidence spans (issue 29): {file, text} objects, both non-empty
+    "an evidence span without its text": {**GOOD, "evidence": [{"file": "g.md"}]},
+    "an evidence span of an empty file name": {**GOOD, "evidence": [{"file": " ", "text": "38.4 metres tall"}]},
+    "an evidence passage of 1 MB": {**GOOD, "evidence": [{"file": "g.md", "text": "x" * 1_000_000}]},
 }
 
 

@@ -131,7 +131,7 @@ def beside_accuracy(run_dir: Path, answer: str, question: Question) -> dict:
 def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None, judges: Optional[list] = None) -> dict:
     """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0."""
     answer = read_answer(run_dir)
-    grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds).grades(),
+    grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds, question.evidence).grades(),
               "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}
     grades.update(beside_accuracy(run_dir, answer, question))
     if judges:  # grading.judges: several judges, each with its own columns (grading/judges.py)

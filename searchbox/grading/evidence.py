@@ -2,9 +2,15 @@
 
 One definition for every tier, read from what the agent received (the tool messages in trace.jsonl):
 
+- Where the question names its answer-bearing passages (its `evidence` spans, {file, text}: grading/qfile.py) and
+  a span stands verbatim (whitespace collapsed) in a gold file, that file's passages are its spans: in each span
+  line, the occurrence of the gold, or, in a line without one, its first SPAN_CHARS characters (a bridge passage).
+  The other rules below apply to them unchanged. `evidence_rule` says which passages measured a run: "passage"
+  (spans, for every measured file), "occurrence" (the rule below, for every one) or "mixed".
 - A gold file's *answer-bearing passages* are where the gold answer or an alias occurs in it under the
   grader's normalisation (`searchbox.grading.normalize.contains`): on each such line, the shortest run of
-  words that holds it (an *occurrence*). Not an occurrence: one inside a name (a file's or a model's:
+  words that holds it (an *occurrence*); a gold hard-wrapped over two lines occurs in the two lines joined by a
+  space, and an output shows it with its lines joined the same way. Not an occurrence: one inside a name (a file's or a model's:
   "jx-two-1.5b" spells 1.5B) that is not itself a gold, and one in a block that is not the document's own
   text (a bookmark card about another page, whose author or publisher is not this document's; see
   searchbox.corpus.markup). A gold file in which no gold occurs is *unmeasured*: a bridge document of a multi-hop
@@ -51,7 +57,8 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from ..corpus import markup, safefs
 
-EVIDENCE_VERSION = "evidence-6"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent wrote)
+EVIDENCE_VERSION = "evidence-7"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent
+#   wrote; 7: a question's `evidence` spans are its passages where they stand in their file (evidence_rule); a gold wrapped over two lines)
 MIN_CHARS = 20  # shorter text is not specific enough to name a file (gold_content_seen)
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -136,6 +143,7 @@ class Room:
     mine: dict[str, set[str]]  # gold -> the dataroom files it names
     spans: dict[str, list[str]]  # gold -> content spans (gold_content_seen counts those found in no other file)
     owner: dict[str, str]  # dataroom file -> the gold it is
+    by_span: set[str] = field(default_factory=set)  # gold files whose passages are the question's own spans (rule "passage")
 
     @property
     def files(self) -> set[str]:
@@ -154,6 +162,14 @@ class Evidence:
     tools: list[str] = field(default_factory=list)  # tools whose output first showed a gold file's occurrence
     content_measured: list[str] = field(default_factory=list)  # gold files with a distinctive span (gold_content_seen)
     content_seen: list[str] = field(default_factory=list)
+    by_span: list[str] = field(default_factory=list)  # measured files whose passages are the question's `evidence` spans
+
+    @property
+    def rule(self) -> Optional[str]:
+        """Which rule measured evidence_recall: "passage" (every measured file by its spans), "occurrence" (none), "mixed"."""
+        if not self.measured:
+            return None
+        return "passage" if len(self.by_span) == len(self.measured) else "occurrence" if not self.by_span else "mixed"
 
     @property
     def recall(self) -> Optional[float]:
@@ -166,7 +182,7 @@ class Evidence:
     def grades(self) -> dict:
         return {"evidence_recall": self.recall, "evidence_gold_files": len(self.measured), "evidence_received": len(self.received),
                 "evidence_unmeasured": len(self.unmeasured), "evidence_first_turn": self.first_turn,
-                "evidence_tools": ",".join(self.tools), "gold_content_seen": self.content_recall, "evidence_version": EVIDENCE_VERSION}
+                "evidence_tools": ",".join(self.tools), "evidence_rule": self.rule, "gold_content_seen": self.content_recall, "evidence_version": EVIDENCE_VERSION}
 
 
 # ---- text as both sides are compared ----------------------------------------------------------
@@ -264,10 +280,32 @@ def _passages(text: str, golds: list[str], names: set[str]) -> Optional[Passages
             joined = (w for r in range(1, MAX_RADIUS + 1)
                       for w in ("\n".join(lines[max(0, i - r) : i + 1]), "\n".join(lines[i : i + r + 1])) if "\n" in w)
             found.append(Occurrence(line, s, e, tuple(dict.fromkeys(joined))))  # narrowest first; distinct or not is asked lazily
+    for i in range(len(lines) - 1):  # a gold hard-wrapped over two lines ("Dana" / "Whitfield"): the two lines as one
+        if i in foreign or i + 1 in foreign:
+            continue
+        pair = f"{lines[i]} {lines[i + 1]}"
+        found.extend(Occurrence(pair, s, e, ()) for s, e in occurrences(pair, golds)
+                     if s < len(lines[i]) < e and not in_a_name(pair, s, e, golds, names))
     return Passages(tuple(found)) if found else None
 
 
-def room(dataroom: Path, gold_files: list[str], golds: list[str], source: Optional[Path] = None) -> Room:
+def span_passages(text: str, spans: list[str], golds: list[str]) -> Optional[Passages]:
+    """The passages of a gold file named by its question (`evidence` spans), each where it stands in the file verbatim (up to
+    whitespace); one not in the file names nothing. A passage line's occurrence of the gold is what must be shown of it; a
+    line without one must be shown from its start for SPAN_CHARS characters (or whole)."""
+    body = "\n".join(lines_of(text))
+    found = []
+    for span in spans:
+        span_lines = lines_of(span)
+        if not span_lines or "\n".join(span_lines) not in body:
+            continue
+        for line in span_lines:
+            found.extend(Occurrence(line, s, e, ()) for s, e in occurrences(line, golds) or [(0, min(len(line), SPAN_CHARS))])
+    return Passages(tuple(found)) if found else None
+
+
+def room(dataroom: Path, gold_files: list[str], golds: list[str], source: Optional[Path] = None,
+         spans: Iterable[dict] = ()) -> Room:
     """Passages and content spans of each gold file, against every other file and path of the dataroom. A gold file gone
     from the run's copy (removed during a run without a sandbox) is read from the dataroom the run was given (`source`):
     the run missed it, it is not unmeasured."""
@@ -280,7 +318,8 @@ def room(dataroom: Path, gold_files: list[str], golds: list[str], source: Option
                 texts[rel] = text
                 listing = [*listing, (rel, len(text.encode()))]
     content = hashlib.sha256(json.dumps([listing, texts]).encode()).hexdigest()
-    key = (content, tuple(sorted(gold_files)), tuple(golds))
+    spans = [(str(e.get("file") or ""), str(e.get("text") or "")) for e in spans or () if isinstance(e, dict)]
+    key = (content, tuple(sorted(gold_files)), tuple(golds), tuple(spans))
     if key in _ROOMS:
         return _ROOMS[key]
     if content not in _CORPORA:
@@ -295,7 +334,10 @@ def room(dataroom: Path, gold_files: list[str], golds: list[str], source: Option
         out.mine[gold] = mine
         out.owner.update({rel: gold for rel in mine})
         out.spans[gold] = list(dict.fromkeys(s for rel in sorted(mine) for s in spans_of(texts[rel])))  # distinct or not: asked lazily
-        found = [p for rel in sorted(mine) if (p := _passages(texts[rel], golds, names)) is not None]
+        named = [p for rel in sorted(mine) if (p := span_passages(texts[rel], [t for f, t in spans if _match_gold(rel, f)], golds))]
+        if named:  # the question names this file's passages: they alone are its evidence
+            out.by_span.add(gold)
+        found = named or [p for rel in sorted(mine) if (p := _passages(texts[rel], golds, names)) is not None]
         out.passages[gold] = Passages(tuple(o for p in found for o in p.occurrences)) if found else None
     if len(_ROOMS) >= 512:
         _ROOMS.clear()
@@ -502,8 +544,10 @@ def extents(o: Occurrence, text: str) -> Iterator[tuple[int, int]]:
 def shows(p: Passages, text: str, sent: str, elsewhere: Optional[Callable[[str], bool]]) -> bool:
     """A text shows a gold file's answer: an occurrence with CONTEXT_CHARS of its line (or the whole line) that the agent did not
     send itself; when the text does not name the file (`elsewhere` given), that window must also be found in no other file."""
+    flat = text.replace("\n", " ")  # a line wrapped by the file or by the command still shows its line ...
+    sent = f"{sent}\x00{sent.replace(chr(10), ' ')}"  # ... and what the agent sent wrapped is still its own
     for o in p.occurrences:
-        for a, b in extents(o, text):
+        for a, b in (*extents(o, text), *(extents(o, flat) if "\n" in text else ())):
             window = o.line[a:b]
             if (b - a) - (o.end - o.start) < CONTEXT_CHARS and (a, b) != (0, len(o.line)):
                 continue  # too little of the line to say which line it is
@@ -514,9 +558,10 @@ def shows(p: Passages, text: str, sent: str, elsewhere: Optional[Callable[[str],
     return False
 
 
-def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Iterable[str] = (), source: Optional[Path] = None) -> Evidence:
+def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Iterable[str] = (), source: Optional[Path] = None,
+            spans: Iterable[dict] = ()) -> Evidence:
     """Evidence of one run from its dataroom, its trace and the question's gold answer and aliases (`source`: the dataroom
-    the run was given, read only for a gold file gone from its copy)."""
+    the run was given, read only for a gold file gone from its copy; `spans`: the question's `evidence` passages)."""
     gold = [g for g in dict.fromkeys(gold_files) if g]
     from .normalize import tokens  # here, not at the top: searchbox.grading imports this module
 
@@ -525,11 +570,12 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
     if not gold:
         return ev
     if Path(dataroom).is_dir():
-        r = room(dataroom, gold, golds, source)
+        r = room(dataroom, gold, golds, source, spans)
     else:
         r = Room(None, {g: None for g in gold}, {}, {g: [] for g in gold}, {})
     ev.measured = [g for g in gold if r.passages[g] is not None]
     ev.unmeasured = [g for g in gold if r.passages[g] is None]
+    ev.by_span = [g for g in ev.measured if g in r.by_span]
     ev.content_measured = [g for g in gold if any(not r.corpus.elsewhere(s, r.mine[g]) for s in r.spans[g])]  # stops at the first
     pending = {g: r.passages[g] for g in ev.measured}
     unseen = {g: r.spans[g] for g in ev.content_measured}
@@ -557,7 +603,7 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
     return ev
 
 
-def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = ()) -> Evidence:
+def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = (), spans: Iterable[dict] = ()) -> Evidence:
     """Evidence of a run directory: its work/dataroom (a real directory, never a link) and trace.jsonl."""
     from ..corpus.dataroom import POINTER, run_dataroom
 
@@ -566,7 +612,7 @@ def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = ()) 
     dataroom = run_dir / "work" / "dataroom" if st is not None and stat.S_ISDIR(st.st_mode) else run_dir / "work" / ".no-dataroom"
     if (run_dir / POINTER).is_file():  # the shared read-only copy the run's work/dataroom showed (corpus.store)
         dataroom = run_dataroom(run_dir)
-    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir))
+    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir), spans)
 
 
 def _given(run_dir: Path) -> Optional[Path]:

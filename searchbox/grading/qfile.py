@@ -8,7 +8,8 @@ Every reader of question files (grading.load_questions, the audit's questions.bu
   MAX_DIGITS digits (Python's own limit would raise deep inside);
 - `id` is a string or an integer, `question` a non-empty string, `answer` a string or number, `aliases` and the
   file lists lists of strings (a string is refused, never read as its characters), `evidence` a list of
-  {file, text} objects; a gold (answer or alias) or question longer than MAX_GOLD_CHARS / MAX_QUESTION_CHARS is
+  {"file": dataroom path, "text": the passage as the file holds it} objects, both non-empty, a passage at most
+  MAX_SPAN_CHARS; a gold (answer or alias) or question longer than MAX_GOLD_CHARS / MAX_QUESTION_CHARS is
   refused (graders read them whole);
 - an id seen on an earlier line is refused, naming both lines (the audit alone reads on, to report it).
 """
@@ -29,6 +30,7 @@ MAX_DEPTH = 8  # a question line is an object of lists of objects: 3 levels; 8 l
 MAX_DIGITS = 64
 MAX_GOLD_CHARS = 1000
 MAX_QUESTION_CHARS = 4000
+MAX_SPAN_CHARS = 20000  # of one evidence passage (a paragraph, not a document)
 LISTS = ("aliases", "gold_files", "evidence_files")
 
 
@@ -134,8 +136,10 @@ def fields(raw: Any) -> dict:
         raise ValueError("'id' must be a non-empty string or an integer")
     evidence = raw.get("evidence") or []
     if not isinstance(evidence, list) or not all(isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("text"), str)
-                                                 for e in evidence):
-        raise ValueError("'evidence' must be a list of {\"file\": ..., \"text\": ...} objects")
+                                                 and e["file"].strip() and e["text"].strip() for e in evidence):
+        raise ValueError("'evidence' must be a list of {\"file\": dataroom path, \"text\": the passage, verbatim} objects, both non-empty")
+    if any(len(e["file"]) > MAX_QUESTION_CHARS or len(e["text"]) > MAX_SPAN_CHARS for e in evidence):
+        raise ValueError(f"'evidence' holds a file over {MAX_QUESTION_CHARS} or a passage over {MAX_SPAN_CHARS} characters")
     return {"id": str(qid), "question": _text(raw, "question", MAX_QUESTION_CHARS, required=True),
             "answer": _text(raw, "answer", MAX_GOLD_CHARS, numbers=True), "aliases": _strings(raw, "aliases", MAX_GOLD_CHARS, numbers=True),
             "gold_files": _strings(raw, "gold_files", MAX_QUESTION_CHARS), "evidence_files": _strings(raw, "evidence_files", MAX_QUESTION_CHARS),

@@ -360,12 +360,35 @@ def measures_disagreeing(corpus: Corpus, q: AuditedQuestion, golds: list[str], f
     return list(dict.fromkeys(out))
 
 
+def span_problems(q: AuditedQuestion, corpus: Corpus) -> list[tuple[str, str]]:
+    """What is wrong with a question's `evidence` spans (grading reads them as its answer-bearing passages): a span's file
+    is not in the corpus, its text does not stand in that file verbatim (whitespace collapsed, as evidence compares), or
+    none of the spans holds the gold (a span without the gold is a bridge passage, one of them must bear the answer)."""
+    spans = [e for e in getattr(q, "evidence", None) or [] if isinstance(e, dict)]
+    if not spans:
+        return []
+    out: list[tuple[str, str]] = []
+    squash = lambda text: " ".join(str(text).split())  # noqa: E731
+    golds = [g for g in [q.answer, *q.aliases] if g and tokens(g)]
+    missing = sorted({e["file"] for e in spans if e.get("file") not in corpus.texts})
+    if missing:
+        out.append(("evidence_file_missing", ", ".join(missing)))
+    absent = [e for e in spans if e.get("file") in corpus.texts and squash(e.get("text")) not in squash(corpus.texts[e["file"]])]
+    if absent:
+        out.append(("evidence_not_in_file", "; ".join(f"{e['file']}: {squash(e.get('text'))[:60]!r}" for e in absent)))
+    if golds and not any(occurs_in(squash(e.get("text")), golds) for e in spans):
+        out.append(("evidence_without_gold", f"{len(spans)} span(s), none holds {q.answer!r}"))
+    return out
+
+
 def audit(questions: list[AuditedQuestion], corpus: Corpus) -> list[Finding]:
     """A finding per question, in file order."""
     seen: set[str] = set()
     out = []
     for q in questions:
         f = audit_one(q, corpus)
+        for reason, detail in span_problems(q, corpus):
+            f.fail(reason, detail)
         if q.id in seen:
             f.fail("duplicate_id")
         seen.add(q.id)

@@ -64,6 +64,9 @@ class Built:
     gold_files: list[str] = field(default_factory=list)
     type: str = "single-hop"  # single-hop | multi-hop
     template: str = ""  # which generator made it (for analysis by question kind)
+    # the answer-bearing passages, as grading reads them (grading/qfile.py): [{"file": gold file, "text": its line that
+    # states the fact, verbatim}]; evidence_recall counts these reaching the agent (grading/evidence.py)
+    evidence: list[dict] = field(default_factory=list)
 
 
 # ---- reading a corpus ------------------------------------------------------------------------
@@ -254,6 +257,31 @@ def multi_hop(docs: list[Doc]) -> Iterator[Built]:
                             [card.path, successor.path], "multi-hop", template)
 
 
+TEMPLATE_FIELDS = {"date": ("published_at", "release_date"), "author": ("authors", "author"), "parameters": ("parameter_size",),
+                   "license": ("license",), "input_length": ("token_length",), "dimension": ("output_dimension",)}
+
+
+def stated_in(q: Built, docs: list[Doc]) -> list[dict]:
+    """The passage of the answer's file that states the fact: its front-matter line of the template's field (the list
+    item that holds the answer, for a list), verbatim; [] when none holds the answer (the audit then says why)."""
+    from ..grading.normalize import contains
+
+    by_path = {d.path: d for d in docs}
+    doc = by_path.get(q.gold_files[-1]) if q.gold_files else None  # the last gold file is the one that answers
+    front = FRONT_MATTER.match(doc.text) if doc else None
+    keys = next((k for suffix, k in TEMPLATE_FIELDS.items() if q.template.endswith(suffix) or q.template.endswith(suffix + "s")), ())
+    if not front or not keys:
+        return []
+    golds = [q.answer, *q.aliases]
+    lines, out, inside = front.group(1).splitlines(), [], False
+    for line in lines:
+        if re.match(r"^[\w-]+:", line):
+            inside = any(line.startswith(k + ":") for k in keys)
+        if inside and line.strip() and contains(line, golds):
+            out.append({"file": doc.path, "text": line.strip()})
+    return out[:1]
+
+
 # ---- the builder ----------------------------------------------------------------------------------
 def build(source: Path, prefix: str = "q") -> list[Built]:
     """All questions of a corpus that pass the audit: de-duplicated, shuffled with a fixed seed and numbered."""
@@ -274,6 +302,7 @@ def build_audited(source: Path, prefix: str = "q") -> tuple[list[Built], list[Fi
             continue
         seen.add(q.question)
         q.id = f"?{n}"
+        q.evidence = stated_in(q, docs)
         finding = audit_one(q, corpus)
         (out if finding.ok else dropped).append(q if finding.ok else finding)
     random.Random(SHUFFLE_SEED).shuffle(out)
@@ -295,7 +324,8 @@ def builtin_questions() -> Path:
 
 def load(path: Path) -> list[Built]:
     """A question file as the audit reads it (the builder's `template` kept); checked as every reader checks it (grading/qfile.py)."""
-    out = [Built(r["id"], r["question"], r["answer"], r["aliases"], r["gold_files"], r["type"], r["template"]) for r in records(path, duplicates=True)]
+    out = [Built(r["id"], r["question"], r["answer"], r["aliases"], r["gold_files"], r["type"], r["template"], r["evidence"])
+           for r in records(path, duplicates=True)]
     if not out:
         raise SearchboxError(f"{path}: no questions")
     return out

@@ -47,8 +47,8 @@ def compute(run_dir: Path) -> dict:
         try:
             from ..grading.evidence import of_run
 
-            ev = of_run(Path(run_dir), question.gold_files, question.golds)
-            out["evidence"] = {"recall": ev.recall, "first_turn": ev.first_turn, "tools": ev.tools,
+            ev = of_run(Path(run_dir), question.gold_files, question.golds, getattr(question, "evidence", ()))
+            out["evidence"] = {"recall": ev.recall, "rule": ev.rule, "first_turn": ev.first_turn, "tools": ev.tools,
                                "files": [{"path": f, "measured": f in ev.measured, "received": f in ev.received} for f in ev.gold]}
         except Exception as exc:
             out["evidence"] = {"error": f"could not recompute: {type(exc).__name__}"}
