@@ -257,7 +257,7 @@ class Progress:
 
     def update(self, ok: bool, label: str, key: str) -> None:
         from ..humanize import duration
-        from .plan import Pace, eta_s, first_estimate, record_run
+        from .plan import Pace, eta_s, first_estimate, record_run, trace_speed
 
         self.finished_here += 1
         self.failed += 0 if ok else 1
@@ -265,7 +265,7 @@ class Progress:
             self.done_by_job.setdefault(self.job, set()).add(key)
             self.weight_here += self.weight_of[self.job]
             with contextlib.suppress(OSError, ValueError):  # the stored rate is a nicety: never cost the sweep a run
-                record_run(json.loads((self.runs_root / key / "run_meta.json").read_text()))
+                record_run(json.loads((self.runs_root / key / "run_meta.json").read_text()), trace_speed(self.runs_root / key / "trace.jsonl"))
         with contextlib.suppress(OSError):
             atomic_write(self.plans / f"{self.job}.pace", json.dumps({"wall_s": self.clock() - self.started, "turns": self.weight_here}))
         paces = []
@@ -711,6 +711,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     served_by: dict[Any, Any] = {}
     server_slots = 0
     points = []
+    rates: dict[str, Any] = {}  # "<model>, tools=<tier>": the stored rate that priced its points
     questions_n = measured = 0
     for num, (job, sc) in enumerate(zip(jobs, composed)):
         dataroom, qpath = job_inputs(sc)
@@ -727,12 +728,17 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
                        for e in range(sc.epochs) for q in questions)
             if limits.get("slots") and sc.sweep.workers is None:  # the job runs one per slot the server reports
                 server_slots = max(server_slots, limits["slots"])
-        label = " ".join(o for o in job if o.split("=")[0] in swept) or "(one grid point)"
-        rate = load_rate(sc.model.name, _tools_label(sc.tools.select))  # this machine's, for the model and tool tier
+        levels = dict(o.split("=", 1) for o in job if "=" in o and o.split("=")[0] in swept)
+        label = " ".join(f"{k}={v}" for k, v in levels.items()) or "(one grid point)"
+        tier = _tools_label(sc.tools.select)
+        rate = load_rate(sc.model.name, tier)  # this machine's, for the model and tool tier
+        priced_by = f"{sc.model.name}, tools={tier}"
+        if rate:
+            rates[priced_by] = rate
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
                                rate.tokens_per_turn if rate else None)
         points.append(GridPoint(num, label, len(questions) * sc.epochs, done, turns, rate.overhead_turns if rate else OVERHEAD_TURNS,
-                                run_s(turns, rate) if rate else None))
+                                run_s(turns, rate) if rate else None, levels, priced_by if rate else ""))
         measured = max(measured, rate.runs if rate else 0)
     if any(p.seconds is None for p in points):  # one unit for every weight: turns, until every point is priced
         points = [dataclasses.replace(p, seconds=None) for p in points]
@@ -742,7 +748,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     info = json.loads((sweep_dir / "sweep.json").read_text())
     atomic_write(sweep_dir / ".launches" / str(info["launch"]) / "plan.json",
                  json.dumps(plan_record(points, swept, questions_n, in_flight, measured), indent=2))
-    lines = describe(points, swept, questions_n, in_flight, fixed, measured, epochs=composed[0].epochs if composed else 1)
+    lines = describe(points, swept, questions_n, in_flight, fixed, measured, epochs=composed[0].epochs if composed else 1, rates=rates)
     return lines + _power_lines(composed, swept, questions_n, sweep_dir)
 
 

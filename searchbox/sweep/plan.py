@@ -16,6 +16,7 @@ import json
 import socket
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from ..humanize import duration
@@ -41,6 +42,8 @@ class GridPoint:
     turns: float  # expected turns per run
     overhead: float = OVERHEAD_TURNS  # what a run costs besides its turns, in turns (Rate.overhead_turns)
     seconds: Optional[float] = None  # one run's seconds at this machine's rate for its model and tools; None: not measured
+    levels: dict = field(default_factory=dict)  # the swept values of this point, {"tools": "high", "budget": "10"}
+    priced_by: str = ""  # whose rate priced it: "<model>, tools=<tier>" (a key of describe's `rates`)
 
     @property
     def to_go(self) -> int:
@@ -61,6 +64,8 @@ class Rate:
     tokens_per_turn: dict = field(default_factory=dict)
     source: str = "stored"  # stored (earlier sweeps here) | measured (this sweep's first runs)
     s_per_run: float = 0.0  # what a run costs besides its turns
+    prefill_tps: Optional[float] = None  # llama.cpp's prompt tokens per second of prompt time, over the runs' calls
+    decode_tps: Optional[float] = None  # its predicted tokens per second of predicted time; None: no server timings seen
 
     @property
     def overhead_turns(self) -> float:
@@ -90,6 +95,8 @@ def _rate_key(model: str, tools: str) -> str:
 
 
 SUMS = ("n", "t", "tt", "s", "ts")  # runs, and sums of turns, turns^2, seconds, turns x seconds: a line fit
+# The runs' calls as llama.cpp timed them: tokens prefilled and the ms it took, tokens decoded and their ms.
+SPEED = ("prefill_tokens", "prefill_ms", "decode_tokens", "decode_ms")
 
 
 def fit(sums: dict) -> tuple[float, float]:
@@ -118,13 +125,43 @@ def load_rate(model: str, tools: str = ANY_TOOLS) -> Optional[Rate]:
             if entry:
                 per_run, per_turn = fit(entry.get("sums") or {})
                 if per_turn > 0:
-                    return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run)
+                    prefill, decode = speeds(entry.get("speed") or {})
+                    return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run,
+                                prefill, decode)
     return None
 
 
-def record_run(meta: dict) -> None:
-    """Fold a finished run (run_meta.json) into this machine's stored rates for its model, for its tool tier and over
-    all tiers; runs without turns add nothing."""
+def speeds(speed: dict) -> tuple[Optional[float], Optional[float]]:
+    """(prefill, decode) tokens per second from SPEED sums; None where no time was timed."""
+    def rate(tokens: str, ms: str) -> Optional[float]:
+        t, m = float(speed.get(tokens) or 0.0), float(speed.get(ms) or 0.0)
+        return round(t / m * 1000, 1) if t > 0 and m > 0 else None
+
+    return rate("prefill_tokens", "prefill_ms"), rate("decode_tokens", "decode_ms")
+
+
+def trace_speed(trace: Path, max_lines: int = 100_000) -> dict:
+    """A run's SPEED sums from its trace: every call's llama.cpp timings (prompt_n/prompt_ms, predicted_n/predicted_ms).
+    A server that sends no timings (an OpenAI endpoint, a control) gives zeros: nothing to price with."""
+    sums = dict.fromkeys(SPEED, 0.0)
+    with contextlib.suppress(OSError), trace.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f):
+            if n >= max_lines:
+                break
+            if '"timings"' not in line:
+                continue
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                timings = (json.loads(line).get("usage") or {}).get("timings") or {}
+                values = [float(timings.get(k) or 0.0) for k in ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")]
+                if all(v >= 0 and v == v and v != float("inf") for v in values):
+                    for key, v in zip(SPEED, values):
+                        sums[key] += v
+    return sums
+
+
+def record_run(meta: dict, speed: Optional[dict] = None) -> None:
+    """Fold a finished run (run_meta.json, and its calls' SPEED sums from trace_speed) into this machine's stored rates
+    for its model, for its tool tier and over all tiers; runs without turns add nothing."""
     turns, elapsed = int(meta.get("turns") or 0), float(meta.get("elapsed_s") or 0.0)
     model = str(meta.get("model") or "")
     if turns <= 0 or elapsed <= 0 or not model:
@@ -135,15 +172,20 @@ def record_run(meta: dict) -> None:
         rates = json.loads(path.read_text())
     tools = str((meta.get("axes") or {}).get("tools") or ANY_TOOLS)
     for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
-        rates[key] = _folded(rates.get(key) or {}, turns, elapsed, meta.get("tokens") or {})
+        rates[key] = _folded(rates.get(key) or {}, turns, elapsed, meta.get("tokens") or {}, speed or {})
     atomic_write(path, json.dumps(rates, indent=2, sort_keys=True))
 
 
-def _folded(entry: dict, turns: int, elapsed: float, tokens: dict) -> dict:
+def _folded(entry: dict, turns: int, elapsed: float, tokens: dict, speed: dict) -> dict:
     """A stored rate with one more run in it (older runs fading after MEMORY_RUNS)."""
     sums = {k: float((entry.get("sums") or {}).get(k, 0.0)) for k in SUMS}
+    timed = {k: float((entry.get("speed") or {}).get(k, 0.0)) for k in SPEED}
     if sums["n"] >= MEMORY_RUNS:  # older runs fade: the sums keep the weight of MEMORY_RUNS - 1 runs
-        sums = {k: v * (MEMORY_RUNS - 1) / sums["n"] for k, v in sums.items()}
+        fade = (MEMORY_RUNS - 1) / sums["n"]
+        sums = {k: v * fade for k, v in sums.items()}
+        timed = {k: v * fade for k, v in timed.items()}
+    for k in SPEED:
+        timed[k] += float(speed.get(k) or 0.0)
     for k, v in zip(SUMS, (1.0, turns, turns * turns, elapsed, turns * elapsed)):
         sums[k] += v
     per_turn = dict(entry.get("tokens_per_turn") or {})
@@ -153,7 +195,7 @@ def _folded(entry: dict, turns: int, elapsed: float, tokens: dict) -> dict:
             old = float(per_turn.get(metric, tokens[metric] / turns))
             per_turn[metric] = round((old * seen + float(tokens[metric])) / (seen + turns), 1)
     per_run_s, per_turn_s = fit(sums)
-    return {"sums": {k: round(v, 4) for k, v in sums.items()}, "runs": int(entry.get("runs", 0)) + 1, "s_per_turn": round(per_turn_s, 3),
+    return {"sums": {k: round(v, 4) for k, v in sums.items()}, "speed": {k: round(v, 1) for k, v in timed.items()}, "runs": int(entry.get("runs", 0)) + 1, "s_per_turn": round(per_turn_s, 3),
             "s_per_run": round(per_run_s, 3), "tokens_per_turn": per_turn, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
@@ -184,10 +226,79 @@ def suggest_limit(points: list[GridPoint], in_flight: int, questions: int) -> Op
     return max(1, min(questions - 1, int(HOUR_S // per_question))) if per_question > 0 else None
 
 
+def level_costs(points: list[GridPoint]) -> dict[str, list[tuple[str, float]]]:
+    """Each swept axis's levels with their share of the cost to go (seconds where priced, else expected turns and run
+    overheads), costliest first."""
+    total = sum(p.weight * p.to_go for p in points)
+    by_axis: dict[str, dict[str, float]] = {}
+    for p in points:
+        for axis, value in p.levels.items():
+            by_axis.setdefault(axis, {}).setdefault(str(value), 0.0)
+            by_axis[axis][str(value)] += p.weight * p.to_go
+    if total <= 0:
+        return {}
+    return {axis: sorted(((v, c / total) for v, c in levels.items()), key=lambda vc: -vc[1]) for axis, levels in by_axis.items()}
+
+
+def costliest_level(points: list[GridPoint]) -> Optional[tuple[str, str, float]]:
+    """(axis, level, share) of the costliest level among the axes with three or more levels: dropping it leaves the
+    axis a comparison (an axis of two levels dropped to one is no longer part of the design)."""
+    best = None
+    for axis, levels in level_costs(points).items():
+        if len(levels) >= 3 and (best is None or levels[0][1] > best[2]):
+            best = (axis, levels[0][0], levels[0][1])
+    return best
+
+
+def reductions(points: list[GridPoint], in_flight: int, questions: int) -> list[str]:
+    """For an estimate over an hour, the reductions that keep the design: the questions.limit that brings it under an
+    hour, and dropping the costliest level of an axis of three or more levels, each with its runs and time."""
+    if not priced(points) or estimate_s(points, in_flight) <= HOUR_S:
+        return []
+    offers = []
+    limit = suggest_limit(points, in_flight, questions)
+    if limit is not None:
+        offers.append(f"questions.limit={limit} runs {limit * len(points):,} run(s) in about "
+                      f"{duration(sum(p.seconds or 0.0 for p in points) * limit / max(1, in_flight))}")
+    level = costliest_level(points)
+    if level is not None:
+        axis, value, share = level
+        kept = [p for p in points if str(p.levels.get(axis)) != value]
+        offers.append(f"dropping {axis}={value} ({share:.0%} of the time) runs {sum(p.to_go for p in kept):,} run(s) in about "
+                      f"{duration(estimate_s(kept, in_flight))}")
+    return [f"that is over an hour; reductions that keep the design: {'; or '.join(offers)}"] if offers else []
+
+
+def rate_line(label: str, rate: Rate) -> str:
+    """One model and tier's rate as the plan prices with it: seconds a turn and a run, and the server's own speeds."""
+    speed = [f"{name} {tps:,.0f} tok/s" for name, tps in (("prefill", rate.prefill_tps), ("decode", rate.decode_tps)) if tps]
+    return (f"{label}: {rate.s_per_turn:.1f} s a turn + {rate.s_per_run:.1f} s a run"
+            + (f", {', '.join(speed)}" if speed else ", no server timings (prefill and decode speeds unknown)")
+            + f" ({rate.runs} run(s), {rate.source})")
+
+
+def cost_lines(points: list[GridPoint], in_flight: int, top: int = 3) -> list[str]:
+    """Which runs cost the most: each axis's levels by their share, and the costliest grid points' runs."""
+    costs = level_costs(points)
+    if not costs:
+        return []
+    unit = "time" if priced(points) else "expected turns"
+    lines = [" | ".join(f"{axis} " + ", ".join(f"{v} {share:.0%}" for v, share in levels) for axis, levels in costs.items())
+             + f" (share of the {unit} to go)"]
+    worst = sorted((p for p in points if p.to_go), key=lambda p: -p.weight)[:top]
+    each = [f"{p.label} {duration(p.seconds) if p.seconds is not None else f'{p.weight:.0f} turn(s)'} a run" for p in worst]
+    if each:
+        lines.append("costliest runs: " + ", ".join(each))
+    return lines
+
+
 def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int, in_flight: int,
-             fixed: Optional[list[str]] = None, measured_runs: int = 0, epochs: int = 1) -> list[str]:
-    """The plan as lines for people: grid, runs done and to go, and the estimate (or why there is none yet).
-    `epochs`: the runs of each question (repeats, seeds seed+0..epochs-1)."""
+             fixed: Optional[list[str]] = None, measured_runs: int = 0, epochs: int = 1,
+             rates: Optional[dict[str, Rate]] = None) -> list[str]:
+    """The plan as lines for people: grid, runs done and to go, the rates it priced with, the estimate (or why there is
+    none yet), which runs cost the most, and reductions that keep the design when it is over an hour.
+    `epochs`: the runs of each question (repeats, seeds seed+0..epochs-1); `rates`: the stored rate of each
+    "<model>, tools=<tier>" the grid points name in `priced_by`."""
     runs = sum(p.runs for p in points)
     known = [p for p in points if p.done is not None]
     done = sum(p.done or 0 for p in known)
@@ -202,13 +313,14 @@ def describe(points: list[GridPoint], grid: dict[str, list[str]], questions: int
     if not priced(points):
         lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go; no rate measured for this model here yet: "
                      "the first runs measure it, and the ETA follows")
-        return lines
-    lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go, priced at this machine's rate for each model and tool tier "
-                 f"({measured_runs} run(s) measured), {in_flight} run(s) in flight: about {duration(estimate_s(points, in_flight))}")
-    limit = suggest_limit(points, in_flight, questions)
-    if limit is not None:
-        lines.append(f"  {'':<{width}}  that is over an hour: questions.limit={limit} runs {limit * len(points)} run(s) in about "
-                     f"{duration(sum(p.seconds or 0.0 for p in points) * limit / max(1, in_flight))}")
+    else:
+        lines.append(f"  {'time':<{width}}  {turns:,.0f} turn(s) to go, priced at this machine's rate for each model and tool tier "
+                     f"({measured_runs} run(s) measured), {in_flight} run(s) in flight: about {duration(estimate_s(points, in_flight))}")
+    for n, (label, rate) in enumerate(sorted((rates or {}).items())):
+        lines.append(f"  {'rates' if n == 0 else '':<{width}}  {rate_line(label, rate)}")
+    for n, line in enumerate(cost_lines(points, in_flight)):
+        lines.append(f"  {'cost' if n == 0 else '':<{width}}  {line}")
+    lines += [f"  {'':<{width}}  {line}" for line in reductions(points, in_flight, questions)]
     return lines
 
 
@@ -246,8 +358,7 @@ def first_estimate(points: list[GridPoint], weight_left: float, paces: list[Pace
     unit = sum(p.wall_s for p in paces) / sum(p.turns for p in paces) / max(1, jobs_at_once)  # wall seconds per unit of weight
     lines = [f"plan: measured {unit:.1f} s per turn on the first run(s): about {duration(seconds)} to go"]
     timed = [dataclasses.replace(p, seconds=unit * p.weight) for p in points]
-    limit = suggest_limit(timed, 1, questions)
-    if limit is not None and seconds > HOUR_S:
-        lines.append(f"plan: that is over an hour: questions.limit={limit} would run {limit * len(points)} run(s) in about "
-                     f"{duration(sum(p.seconds or 0.0 for p in timed) * limit)}")
+    lines += [f"plan: {line}" for line in cost_lines(timed, 1)]
+    if seconds > HOUR_S:
+        lines += [f"plan: {line}" for line in reductions(timed, 1, questions)]
     return lines

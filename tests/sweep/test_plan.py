@@ -73,8 +73,8 @@ def test_old_runs_fade_from_the_stored_rate():
 def test_plan_weights_runs_by_budget_and_suggests_a_limit_over_an_hour():
     # The design card's command with no questions.limit: 430 questions x 9 grid points.
     rate = Rate(6.0, 40, s_per_run=12.0)
-    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b), rate.overhead_turns, run_s(b, rate)) for i, (b, t) in
-              enumerate((b, t) for b in (1, 10, 30) for t in ("high", "low", "none"))]
+    points = [GridPoint(i, f"tools={t} budget={b}", 430, 0, float(b), rate.overhead_turns, run_s(b, rate), {"tools": t, "budget": str(b)})
+              for i, (b, t) in enumerate((b, t) for b in (1, 10, 30) for t in ("high", "low", "none"))]
     lines = describe(points, {"tools": ["high", "low", "none"], "budget": ["1", "10", "30"]}, 430, 1, ["questions.limit=null"], 40)
     text = "\n".join(lines)
     assert "9 grid point(s) x 430 question(s) = 3,870 run(s), 0 done, 3,870 to go" in lines[0]
@@ -174,3 +174,80 @@ def test_the_sweep_prints_its_plan_before_the_first_run_and_counts_what_is_done(
     again = _sweep([*args[:-1], "questions.limit=3"], tmp_path)  # one more question: 4 of 6 runs done
     assert "[sweep] plan: 2 grid point(s) x 3 question(s) = 6 run(s), 4 done, 2 to go" in again
     assert re.search(r"turn\(s\) to go, priced at this machine's rate for each model and tool tier \(\d+ run\(s\) measured\)", again)
+    # the rate it priced with (a control sends no llama.cpp timings: no speeds to show) and which runs cost the most
+    assert re.search(r"\[sweep\]   rates +control-keyword, tools=none: [\d.]+ s a turn \+ [\d.]+ s a run, no server timings", again)
+    assert re.search(r"\[sweep\]   cost +budget 3 \d+%, 1 \d+% \(share of the time to go\)", again)
+
+
+def _trace(path: Path, calls: list[dict]) -> Path:
+    lines = [json.dumps({"message": {"role": "system", "content": "x"}})]
+    lines += [json.dumps({"message": {"role": "assistant"}, "usage": {"prompt_tokens": 1, "timings": t}}) for t in calls]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_plan_prices_with_the_servers_own_prefill_and_decode_speeds(tmp_path):
+    """llama.cpp's timings of every call are folded into the stored rate; the plan prints them beside the turn's cost."""
+    calls = [{"prompt_n": 2000, "prompt_ms": 2000.0, "predicted_n": 100, "predicted_ms": 2000.0},
+             {"prompt_n": 1000, "prompt_ms": 1000.0, "predicted_n": 50, "predicted_ms": 1000.0, "cache_n": 900}]
+    speed = sweep_plan.trace_speed(_trace(tmp_path / "trace.jsonl", calls))
+    assert speed == {"prefill_tokens": 3000, "prefill_ms": 3000, "decode_tokens": 150, "decode_ms": 3000}
+    for _ in range(3):
+        record_run({"model": "m", "turns": 5, "elapsed_s": 30.0, "axes": {"tools": "high"}}, speed)
+    rate = load_rate("m", "high")
+    assert rate.prefill_tps == 1000.0 and rate.decode_tps == 50.0
+    points = [GridPoint(0, "budget=5", 2, 0, 5.0, rate.overhead_turns, run_s(5, rate), {"budget": "5"}, "m, tools=high")]
+    text = "\n".join(describe(points, {"budget": ["5"]}, 2, 1, rates={"m, tools=high": rate}))
+    assert re.search(r"rates +m, tools=high: 6.0 s a turn \+ 0.0 s a run, prefill 1,000 tok/s, decode 50 tok/s \(3 run\(s\), stored\)", text), text
+    record_run({"model": "n", "turns": 5, "elapsed_s": 30.0})  # no timings (an OpenAI endpoint, a control): no speeds claimed
+    assert load_rate("n").prefill_tps is None and load_rate("n").decode_tps is None
+
+
+def test_a_traces_hostile_or_missing_timings_price_nothing(tmp_path):
+    bad = [{"prompt_n": -5, "prompt_ms": 10, "predicted_n": 1, "predicted_ms": 1}, {"prompt_n": "many", "prompt_ms": 1},
+           {"prompt_n": float("nan"), "prompt_ms": 1, "predicted_n": 1, "predicted_ms": 1}, "not a dict"]
+    path = _trace(tmp_path / "trace.jsonl", bad)
+    with path.open("a") as f:
+        f.write('{"usage": {"timings": {"prompt_n": 1e400, "prompt_ms": 1}}}\n' + "{broken json with \"timings\"\n")
+    assert sweep_plan.trace_speed(path) == dict.fromkeys(sweep_plan.SPEED, 0.0)
+    assert sweep_plan.trace_speed(tmp_path / "absent.jsonl") == dict.fromkeys(sweep_plan.SPEED, 0.0)
+    assert sweep_plan.speeds({"prefill_tokens": 10, "prefill_ms": 0}) == (None, None)
+
+
+def _card(rate: Rate, questions: int) -> list[GridPoint]:
+    return [GridPoint(i, f"tools={t} budget={b}", questions, 0, float(b), rate.overhead_turns, run_s(b, rate), {"tools": t, "budget": str(b)})
+            for i, (t, b) in enumerate((t, b) for t in ("high", "low", "none") for b in (1, 10, 30))]
+
+
+def test_the_plan_says_which_runs_cost_the_most_by_tier_and_budget():
+    rate = Rate(6.0, 40, s_per_run=12.0)
+    points = _card(rate, 10)
+    costs = sweep_plan.level_costs(points)
+    assert [v for v, _ in costs["budget"]] == ["30", "10", "1"]
+    assert costs["budget"][0][1] == pytest.approx((12 + 180) / (3 * 12 + 246), rel=1e-6)  # a budget=30 run's share of a question
+    assert sum(share for _, share in costs["tools"]) == pytest.approx(1.0)
+    text = "\n".join(describe(points, {"tools": ["high", "low", "none"], "budget": ["1", "10", "30"]}, 10, 1))
+    assert re.search(r"cost +tools high 33%, low 33%, none 33% \| budget 30 68%, 10 26%, 1 6% \(share of the time to go\)", text), text
+    assert "costliest runs: tools=high budget=30 3 min 12 s a run, tools=low budget=30 3 min 12 s a run" in text
+    done = [dataclasses.replace(p, done=p.runs) if p.levels["budget"] == "30" else p for p in points]  # what is done costs nothing now
+    assert sweep_plan.level_costs(done)["budget"][0][0] == "10"
+    unpriced = [dataclasses.replace(p, seconds=None) for p in points]
+    assert "(share of the expected turns to go)" in "\n".join(describe(unpriced, {}, 10, 1))
+
+
+def test_over_an_hour_the_plan_offers_reductions_that_keep_the_design():
+    rate = Rate(6.0, 40, s_per_run=12.0)
+    points = _card(rate, 430)
+    offer = sweep_plan.reductions(points, 1, 430)
+    assert len(offer) == 1 and "questions.limit=4 runs 36 run(s)" in offer[0]
+    kept = [p for p in points if p.levels["budget"] != "30"]
+    assert f"dropping budget=30 (68% of the time) runs 2,580 run(s) in about {duration(sweep_plan.estimate_s(kept, 1))}" in offer[0], offer
+    two = [p for p in points if p.levels["budget"] != "1"]  # budget has two levels left, tools three: tools' costliest goes
+    assert sweep_plan.costliest_level(two)[0] == "tools"
+    pair = [p for p in two if p.levels["tools"] != "none"]  # two levels on every axis: dropping one would end a comparison
+    assert sweep_plan.costliest_level(pair) is None and "dropping" not in " ".join(sweep_plan.reductions(pair, 1, 430))
+    assert sweep_plan.reductions(_card(rate, 1), 1, 1) == []  # under an hour: nothing offered
+    lines = sweep_plan.first_estimate([dataclasses.replace(p, seconds=None) for p in points], sum(p.weight * p.runs for p in points),
+                                      [sweep_plan.Pace(wall_s=60.0, turns=10.0)], 1, 430)
+    assert any("reductions that keep the design" in line and "dropping budget=30" in line for line in lines), lines
+    assert any(line.startswith("plan: costliest runs: ") for line in lines)
