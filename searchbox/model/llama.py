@@ -273,11 +273,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def die_with_parent() -> None:
-    """Run in a child before exec: its own session, and SIGTERM when this process dies."""
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Run in a child before exec: its own session, and `sig` when this process dies (a child that must stop cleanly,
+    a sweep the web app started, gets SIGTERM and stops its own server)."""
     os.setsid()
-    with contextlib.suppress(Exception):  # Linux only: the server gets SIGTERM if we die without cleanup
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    with contextlib.suppress(Exception):  # Linux only: the child gets `sig` if we die without cleanup
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+
+
+def killed_with_parent() -> None:
+    """die_with_parent with SIGKILL, for llama-server: once its parent is gone nobody waits for an answer or a clean
+    stop, and a server caught busy by a SIGTERM was seen to hang on in its exit path (an orphan holding the cores,
+    ignoring a second SIGTERM) where stop()'s SIGKILL after ten seconds would have ended it."""
+    die_with_parent(signal.SIGKILL)
 
 
 THREAD_FLAGS = ("-t", "--threads", "-tb", "--threads-batch")
@@ -355,7 +363,7 @@ class LlamaServer:
         self.port = free_port()
         self.log_path = cache_dir("logs") / f"llama-server-{os.getpid()}-{self.port}.log"
         log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=killed_with_parent)
         log.close()
         return self
 

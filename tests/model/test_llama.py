@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -216,3 +218,35 @@ def test_sweep_on_two_embedded_servers_sized_by_the_thread_plan(tmp_path, real_h
         expected = plan(available_cores(), 2, False, servers=2, shared=whole_machine(), load=load).server_threads
         assert f"n_threads = {expected}" in log.read_text(errors="replace")
     assert _llama_pids() <= before
+
+
+def test_a_server_that_ignores_sigterm_dies_with_the_process_that_started_it(tmp_path):
+    """The parent dies without cleanup (killed, or its stderr pipe broke in the middle of its stop): the embedded
+    server must not live on as an orphan holding the cores, even one that shrugs off SIGTERM as a busy llama-server
+    was seen to do."""
+    stubborn = _script(tmp_path / "llama-server", "trap '' TERM\necho $$ > \"$STUBBORN_PID\"\nexec sleep 600\n")
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    pid_file = tmp_path / "server.pid"
+    parent = textwrap.dedent(f"""
+        import os, time
+        from searchbox.model import llama
+        server = llama.LlamaServer({str(stubborn)!r}, {str(tmp_path / 'm.gguf')!r}, 512, 1, [], gpu=False)
+        server.launch()
+        for _ in range(100):
+            if os.path.exists({str(pid_file)!r}) and os.path.getsize({str(pid_file)!r}):
+                break
+            time.sleep(0.05)
+        os._exit(0)  # no stop(), no atexit: the death the server must follow
+    """)
+    env = {**os.environ, "STUBBORN_PID": str(pid_file)}
+    subprocess.run([sys.executable, "-c", parent], cwd=Path(__file__).resolve().parents[2], env=env, check=True, timeout=60)
+    pid = int(pid_file.read_text())
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail(f"server {pid} outlived the process that started it")
