@@ -35,6 +35,17 @@ def test_the_main_job_reports_the_model_beside_the_controls(tmp_path):
     runs = pd.read_parquet(tmp_path / "main" / "runs.parquet")
     assert len(runs) == 32 and set(runs["model"]) == MODELS
     assert (runs.groupby("model")["served_model_id"].first()["smollm2-135m"]) == "scripted-model"
+    # n/a stays missing outside the report too (issue 31.5): control-dense under tools=none had nothing to call
+    inert = runs[(runs["model"] == "control-dense") & (runs["tools"] == "none")]
+    assert len(inert) == 4 and inert["correct"].isna().all() and inert["evidence_recall"].isna().all()
+    assert inert["cannot_act"].str.startswith("control-dense needs search_dataroom").all()
+    assert runs.loc[runs["model"] == "control-oracle", "correct"].notna().all()
+    from searchbox.web.sweeps import sweep_detail  # the web's table: null cells (shown n/a), so its means leave them out
+    web = tmp_path / "web" / "sweeps" / "main"
+    web.mkdir(parents=True)
+    (web / "runs.parquet").write_bytes((tmp_path / "main" / "runs.parquet").read_bytes())  # as a committed result's table
+    rows = [r for r in sweep_detail(tmp_path / "web", "main")["rows"] if r["model"] == "control-dense" and r["tools"] == "none"]
+    assert len(rows) == 4 and all(r["correct"] is None and r["cannot_act"] for r in rows)
     dest = tmp_path / "report"
     assert report.main([str(tmp_path / "main"), "--out", str(dest)]) == 0
     summary = (dest / "summary.md").read_text()

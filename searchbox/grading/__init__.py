@@ -37,6 +37,8 @@ from .normalize import NORMALIZER_VERSION, contains, exact_match, normalize, tok
 # Bump GRADER_VERSION with any change to what a grade means; it names its parts.
 GRADER_VERSION = f"grader-3/{CORRECT_VERSION}/{NORMALIZER_VERSION}/{ANSWER_PART_VERSION}/{EVIDENCE_VERSION}"
 ANSWER_FILE = "ANSWER.md"
+# Measures written as text (a JSON count): missing too in the grades of a run that could not act (not_a_result).
+TEXT_MEASURES = frozenset({"search_calls_by_tool"})
 GRADED_CHARS = 1000  # of the answer part kept in the grades, to show what was read
 
 __all__ = ["GRADER_VERSION", "PROMPT_HASH", "AnswerPart", "Judge", "Question", "answer_part", "contains", "correct", "exact_match",
@@ -128,8 +130,38 @@ def beside_accuracy(run_dir: Path, answer: str, question: Question) -> dict:
             "confidence": stated_confidence(answer), "confidence_version": CONFIDENCE_VERSION}
 
 
+def not_a_result(grades: dict, why: str) -> dict:
+    """The grades of a run that could not act (model.controls.cannot_act): every measure None, never the 0 it scored by
+    construction, so that no table, figure or mean (runs.parquet, the web's, the report's) counts it; `cannot_act` says
+    why. Text (what was graded, by which grader and judge) is kept."""
+    out = {k: (None if isinstance(v, (bool, int, float)) or k in TEXT_MEASURES else v) for k, v in grades.items()}
+    out["correct_reason"] = f"n/a: {why}"[:300]
+    out["cannot_act"] = why
+    return out
+
+
+def inert_run(run_dir: Path) -> str:
+    """Why the run in run_dir could not act, from its record ('' when it could, or when it has no readable record)."""
+    from ..model.controls import cannot_act
+    from ..record.record import read_meta
+
+    try:
+        meta = read_meta(run_dir)
+    except (OSError, ValueError):
+        return ""
+    return cannot_act((meta.get("served") or {}).get("policy"), [str(t) for t in meta.get("tools") or []],
+                      bool(meta.get("answer_present")))
+
+
 def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None, judges: Optional[list] = None) -> dict:
-    """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0."""
+    """All grades of one finished run, JSON-ready; a grade that cannot be computed is None, never 0, and a run that
+    could not act has no measure at all (not_a_result)."""
+    grades = _grade(run_dir, question, judge, judges)
+    why = inert_run(run_dir)
+    return not_a_result(grades, why) if why else grades
+
+
+def _grade(run_dir: Path, question: Question, judge: Optional[Judge], judges: Optional[list]) -> dict:
     answer = read_answer(run_dir)
     grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds, question.evidence).grades(),
               "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ArgParser, SearchboxError
-from . import Question, grade_text, load_questions
+from ..model.controls import cannot_act
+from . import Question, TEXT_MEASURES, grade_text, load_questions
 from .answer import ANSWER_PART_VERSION
 from .correct import CORRECT_VERSION
 from .normalize import NORMALIZER_VERSION
@@ -36,6 +37,30 @@ from .normalize import NORMALIZER_VERSION
 BUILTIN = Path(__file__).resolve().parent.parent / "builtin"
 ANSWER_GRADES = ("correct", "correct_reason", "exact_match", "f1", "contains", "answer_part", "graded_answer")
 MOVED = ("correct", "contains", "exact_match", "f1")  # the grades whose changes are counted
+# runs.parquet columns that hold a measure of the run (grading.grade's numbers, bare): missing in a row that could not act
+MEASURE_PREFIXES = ("correct", "contains", "exact_match", "f1", "evidence_", "gold_", "judge", "citation_", "search_calls",
+                    "confidence")
+
+
+def row_cannot_act(row: dict) -> str:
+    """Why a runs.parquet row's run could not act (model.controls.cannot_act over its served policy, tools and answer)."""
+    policy, tools = row.get("served_policy"), row.get("tools_enabled")
+    return cannot_act(policy if isinstance(policy, str) else None, str(tools or "").split(","), row.get("answer_present") in (True, 1))
+
+
+def _not_a_result(runs: pd.DataFrame, i, why: str) -> None:
+    """Row i's measures missing (grading.not_a_result on a table row): a number, or a measure written as text."""
+    for col in runs.columns:
+        value = runs.at[i, col]
+        numeric = isinstance(value, (bool, int, float)) or pd.api.types.is_number(value)
+        if col.startswith(MEASURE_PREFIXES) and (numeric or col in TEXT_MEASURES) and not col.endswith("_version"):
+            if runs[col].dtype.kind in "biu":  # an integer or boolean column cannot hold a missing value as it is
+                runs[col] = runs[col].astype(object)
+            runs.at[i, col] = None
+    if "cannot_act" not in runs.columns:
+        runs["cannot_act"] = pd.Series(None, index=runs.index, dtype=object)
+    runs.at[i, "correct_reason"] = f"n/a: {why}"[:300]
+    runs.at[i, "cannot_act"] = why
 
 
 def answer_grader_version(evidence_version: str) -> str:
@@ -125,6 +150,9 @@ def regrade_table(result_dir: Path, golds: Golds, dry_run: bool = False) -> Regr
                 runs.at[i, k] = new[k]
         runs.at[i, "graded_gold"] = " | ".join(q.golds)
         runs.at[i, "grader_version"] = answer_grader_version(str(row.get("evidence_version") or "evidence-?"))
+        why = row_cannot_act(row.to_dict())
+        if why:
+            _not_a_result(runs, i, why)
         done.rows += 1
     for g in MOVED:
         if g not in runs.columns:

@@ -41,6 +41,16 @@ from .llm import Response, Usage
 
 POLICIES = ("keyword", "dense", "oracle")
 NEEDS = {"keyword": ("grep", "read"), "dense": ("search_dataroom", "read"), "oracle": ("read",)}
+def cannot_act(policy: Optional[str], tools: "list[str] | tuple[str, ...]", answered: bool) -> str:
+    """Why a run could not act at all ('' when it could): a control policy whose tools are not all among the run's tools,
+    which answered nothing. Such a run scores 0 by construction; it is no result about the control or the tier (dense
+    under grep_only has nothing to call), so its grades are missing (None), never 0 (grading.grade, analysis.frames)."""
+    if not isinstance(policy, str) or policy not in NEEDS or answered:
+        return ""
+    missing = [t for t in NEEDS[policy] if t not in tools]
+    return f"control-{policy} needs {', '.join(missing)}, which this tool selection does not offer" if missing else ""
+
+
 MAX_GREPS = 4  # rarest-term probes per question
 MAX_PAGES = 12  # read calls per file (each page is one tool output, capped by the harness)
 READ_LIMIT = 2000  # lines asked per read

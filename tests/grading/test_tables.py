@@ -78,3 +78,40 @@ def test_tables_bad_input_is_one_line(tmp_path, capsys, make, message):
     assert main(["tables", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_row_that_could_not_act_becomes_missing_not_zero(tmp_path, capsys):
+    """n/a stays missing in runs.parquet (issue 31.5): control-dense under a tier without search_dataroom answered
+    nothing by construction; its 0s (answer and recorded evidence alike) become null, and cannot_act says why."""
+    q = _questions(tmp_path)
+    out = _result(tmp_path, q, [("q1", "Which city?", "", "control-dense", 0.0), ("q2", "How tall?", "38.4 metres", "control-dense", 0.0),
+                                ("q1", "Which city?", "", "control-keyword", 0.0)])
+    runs = pd.read_parquet(out / "runs.parquet")
+    runs["served_policy"] = ["dense", "dense", "keyword"]
+    runs["tools_enabled"] = ["grep,read", "grep,search_dataroom,read", "grep,read"]
+    runs["answer_present"] = [False, True, False]
+    runs["evidence_recall"] = 0.0
+    runs["search_calls"] = [0, 2, 1]
+    pq.write_table(pa.Table.from_pandas(runs, preserve_index=False), out / "runs.parquet")
+    assert main(["tables", str(out)]) == 0
+    runs = pd.read_parquet(out / "runs.parquet")
+    inert = runs.iloc[0]
+    for col in ("correct", "contains", "exact_match", "f1", "evidence_recall", "search_calls"):
+        assert pd.isna(inert[col]), col
+    assert inert["cannot_act"] == "control-dense needs search_dataroom, which this tool selection does not offer"
+    assert inert["correct_reason"].startswith("n/a: control-dense needs")
+    assert inert["grader_version"].startswith("grader-3/")  # text that says what graded it stays
+    # the control with its tool, and the keyword control with grep, could act: their grades are numbers, 0 included
+    assert runs.iloc[1]["correct"] == 1.0 and runs.iloc[2]["correct"] == 0.0 and runs.iloc[2]["search_calls"] == 1
+    assert pd.isna(runs.iloc[1]["cannot_act"]) and runs["correct"].mean() == 0.5  # the mean leaves the n/a row out
+
+
+def test_grades_of_a_run_that_could_not_act_are_missing():
+    from searchbox.grading import not_a_result
+
+    graded = {"correct": 0.0, "contains": 0.0, "evidence_recall": 0.0, "judge_a": 0.0, "search_calls": 0, "search_calls_by_tool": "{}",
+              "judge_a_model": "smol", "grader_version": "g", "correct_reason": "no answer", "answer_part": "none"}
+    out = not_a_result(graded, "control-oracle needs read, which this tool selection does not offer")
+    assert {k for k, v in out.items() if v is None} == {"correct", "contains", "evidence_recall", "judge_a", "search_calls",
+                                                        "search_calls_by_tool"}
+    assert out["judge_a_model"] == "smol" and out["grader_version"] == "g" and out["cannot_act"].startswith("control-oracle")
