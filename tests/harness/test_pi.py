@@ -191,6 +191,9 @@ def test_a_failing_endpoint_stops_a_pi_run_as_model_error(tmp_path, pi):
     assert len(srv.requests) == cfg.model.retries + 1  # the client's retries, not Pi's as well
     turns, _ = tables(tmp_path / "run")
     assert meta["status"] == "complete" and list(turns["ended_by"]) == ["stop"]  # the turn cut short still has its row
+    failed = [e for e in trace(tmp_path / "run") if e.get("type") == "request_failed"]  # each failed request in the trace (31.2)
+    assert len(failed) == cfg.model.retries + 1 == meta["failed_requests"]
+    assert all(e["status"] == 503 and e["seconds"] >= 0 for e in failed)
 
 
 def test_harness_is_a_sweep_axis(tmp_path, pi):

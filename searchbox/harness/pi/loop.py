@@ -94,7 +94,9 @@ class PiRun:
         self.ctx, self.h, self.pi = ctx, ctx.config.harness, pi
         self.rec, self.ws = ctx.recorder, ctx.workspace
         self.s = state or PiState(ledger=Ledger(clock=Clock(started=ctx.started)))
-        self.acct = Accountant(self.h, self.s.ledger)
+        # every request that got no usable answer (timed out, refused, retried) is in the trace with its time, as in the
+        # native loop: the Accountant bills its seconds to model time and calls this
+        self.acct = Accountant(self.h, self.s.ledger, on_failure=lambda failure: self._event("request_failed", step=self.s.step, **failure))
         ctx.toolset.state = self.s.tools
         # The model's tools run as the native loop's, with work/ where Pi's prompt says its cwd is
         ctx.toolset.ctx.inside = launch.INSIDE if ctx.toolset.ctx.sandbox_mode != "none" else None
