@@ -32,6 +32,12 @@ HARNESS_KINDS: dict[str, str] = {
 # the server's own identity (model.served.served_identity), not by how we reached it. model.server_args is here as a
 # whole, but the key holds its flags that can change the numbers (identity.semantic_server_args: all but threads,
 # slots, ports, logging, CPU pinning), and harness.today is keyed as the date it resolves to.
+# llama-server's sampler options a run may set (model.sampler), each a number: the repetition penalties and DRY
+# (benchmarks/repetition.py measures them against the loops SmolLM2 falls into)
+SAMPLER_OPTIONS = ("repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base",
+                   "dry_allowed_length", "dry_penalty_last_n")
+# Fields that enter the run key only when they differ from their default: a field added later keeps every old key.
+KEYED_WHEN_SET = {"model.sampler": {}}
 OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
     "model.backoff_s", "model.max_response_bytes", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
@@ -56,6 +62,9 @@ class ModelConfig:
     temperature: float = 0.0
     seed: Optional[int] = 0
     max_tokens: int = 512  # completion cap per call
+    # llama-server sampler options sent with every request (SAMPLER_OPTIONS: repeat_penalty, dry_multiplier, ...); {}
+    # sends none. In the key only when set (KEYED_WHEN_SET), so adding the field moved no existing key.
+    sampler: dict = field(default_factory=dict)
     context_window: Optional[int] = None  # null: ask the server (/props n_ctx)
     timeout_s: float = 300.0  # per HTTP request
     retries: int = 3  # on connection errors and 5xx, with exponential backoff
@@ -185,6 +194,14 @@ class RunConfig:
         for name, value, allowed in checks:
             if value not in allowed:
                 raise ConfigError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+        sampler = self.model.sampler
+        if not isinstance(sampler, dict):
+            raise ConfigError(f"model.sampler={sampler!r}: expected a mapping of {', '.join(SAMPLER_OPTIONS)} to numbers")
+        for name, value in sampler.items():
+            if name not in SAMPLER_OPTIONS:
+                raise ConfigError(f"model.sampler.{name}: unknown sampler option; expected one of {', '.join(SAMPLER_OPTIONS)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e6:
+                raise ConfigError(f"model.sampler.{name}={value!r}: expected a finite number")
         if self.model.max_response_bytes < 1024:
             raise ConfigError(f"model.max_response_bytes={self.model.max_response_bytes}: must be >= 1024")
         if self.harness.budget < 1:
@@ -211,7 +228,8 @@ class RunConfig:
         out: dict[str, Any] = {}
         for section, values in self.to_dict().items():
             if isinstance(values, dict):
-                out[section] = {k: v for k, v in values.items() if f"{section}.{k}" not in OPERATIONAL_FIELDS}
+                out[section] = {k: v for k, v in values.items() if f"{section}.{k}" not in OPERATIONAL_FIELDS
+                                and not (f"{section}.{k}" in KEYED_WHEN_SET and v == KEYED_WHEN_SET[f"{section}.{k}"])}
             else:
                 out[section] = values
         return out

@@ -202,7 +202,7 @@ class ChatClient:
     # ---- chat -----------------------------------------------------------------------------
     def chat(self, payload: dict[str, Any], deadline: Optional[float] = None) -> Response:
         """POST /v1/chat/completions with bounded retries; nothing outlives `deadline` (time.monotonic)."""
-        body = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens, **payload}
+        body = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens, **(self.cfg.sampler or {}), **payload}
         if self.cfg.model:
             body["model"] = self.cfg.model
         if self.cfg.seed is not None:

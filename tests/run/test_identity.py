@@ -96,7 +96,8 @@ def test_operational_fields_leave_the_key_alone(field, value):
 
 @pytest.mark.parametrize("field, value", [("model.temperature", 0.7), ("model.max_tokens", 99), ("harness.budget", 3),
                                           ("harness.delivery", "file"), ("retrieval.retriever", "bm25"), ("noise.ratio", 4.0),
-                                          ("retrieval.embed_model", "other"), ("index.backend", "ann"), ("harness.compact_at", 0.5)])
+                                          ("retrieval.embed_model", "other"), ("index.backend", "ann"), ("harness.compact_at", 0.5),
+                                          ("model.sampler", {"dry_multiplier": 0.8}), ("model.sampler", {"repeat_penalty": 1.1})])
 def test_semantic_fields_change_the_key(field, value):
     cfg = RunConfig()
     section, name = field.split(".")
@@ -326,3 +327,27 @@ def test_two_models_behind_one_url_keep_both_sets(tmp_path):
 
 if __name__ == "__main__":  # python -m tests.run.test_identity: today's golden pins (see GOLDEN)
     print("GOLDEN = {\n" + "".join(f'    "{name}": {json.dumps(parts, sort_keys=True)},\n' for name, parts in sorted(_golden_now().items())) + "}")
+
+
+def test_a_sampler_is_keyed_only_when_set_and_sent_with_every_request():
+    """model.sampler (issue 35.2): {} leaves every key as it was (the golden keys above hold); a set option is in the key and
+    in the request body; an unknown option or a non-number is one line naming it."""
+    from searchbox.config import ModelConfig
+    from searchbox.errors import ConfigError
+    from searchbox.model.llm import ChatClient
+
+    assert "sampler" not in RunConfig().semantic()["model"]
+    cfg = RunConfig()
+    cfg.model.sampler = {"dry_multiplier": 0.8, "dry_allowed_length": 2}
+    assert cfg.semantic()["model"]["sampler"] == {"dry_multiplier": 0.8, "dry_allowed_length": 2}
+    for bad, why in [({"top_k": 1}, "unknown sampler option"), ({"repeat_penalty": "high"}, "expected a finite number"),
+                     ({"repeat_penalty": float("nan")}, "expected a finite number"), ([1], "expected a mapping")]:
+        cfg.model.sampler = bad
+        with pytest.raises(ConfigError, match=why):
+            cfg.validate()
+    from tests.fakes.scripted_server import ScriptedServer
+
+    with ScriptedServer([{"content": "done"}]) as srv:
+        ChatClient(ModelConfig(sampler={"repeat_penalty": 1.1}, retries=0), srv.url).chat({"messages": [{"role": "user", "content": "hi"}]})
+    sent = srv.requests[-1]
+    assert sent["repeat_penalty"] == 1.1 and sent["messages"][0]["content"] == "hi"
