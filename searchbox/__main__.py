@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -283,4 +282,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .errors import exit_process
+
+    exit_process(main)  # errors.exit_process: no native teardown abort after the work is written

@@ -167,3 +167,34 @@ def sigterm_as_interrupt() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def exit_process(main: "Callable[[], object]") -> None:
+    """Run a command's main and end the process with its exit status, skipping the interpreter's final teardown.
+
+    pyarrow's native thread pools can abort a process at that teardown (std::terminate on a still-joinable worker:
+    "terminate called without an active exception", exit 134) after all its work is written; one control sweep in
+    about ten did so here (apache/arrow#34314). So the Python-level exit handlers (logging, temporary folders, Ray's
+    shutdown) run as at a normal exit, the streams are flushed, and the process ends by os._exit: nothing that
+    could still change a result is skipped, only the native destructors that race."""
+    import atexit
+    import os
+
+    try:
+        status = main()
+    except SystemExit as exc:
+        status = exc.code
+    except KeyboardInterrupt:
+        status = 130
+    code = status if isinstance(status, int) else (0 if status is None else 1)
+    if status is not None and not isinstance(status, int):
+        print(status, file=sys.stderr)  # sys.exit("message") prints the message and exits 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)

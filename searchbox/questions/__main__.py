@@ -1,7 +1,6 @@
 """`python -m searchbox.questions build|audit ...` (searchbox.questions.build)."""
 
-import sys
-
 from .build import main
+from ..errors import exit_process
 
-sys.exit(main())
+exit_process(main)  # errors.exit_process: no native teardown abort after the work is written

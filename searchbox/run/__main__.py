@@ -1,7 +1,6 @@
 """`python -m searchbox.run QUESTION [DATAROOM]`: one run (searchbox.run.runner)."""
 
-import sys
-
 from .cli import main
+from ..errors import exit_process
 
-sys.exit(main())
+exit_process(main)  # errors.exit_process: no native teardown abort after the work is written

@@ -1,7 +1,6 @@
 """`python -m searchbox.sweep -m AXIS=a,b ...`: the Hydra sweep (searchbox.sweep.job)."""
 
-import sys
-
+from ..errors import exit_process
 from .job import main
 
-sys.exit(main())
+exit_process(main)  # errors.exit_process: no native teardown abort after the work is written
