@@ -1,0 +1,174 @@
+"""Repeats within a reply (issue 35.2): do llama-server's sampler options end SmolLM2's loops, and what else do they change?
+
+    python benchmarks/repetition.py [--limit 1] [--tools high,low,none] [--budgets 1,10,30] [--variants none repeat dry]
+                                    [--out results/benchmarks]
+
+Each variant is the design card's main command (embedded llama-server with SmolLM2, the packaged corpus and
+questions, `questions.limit=N`) with one `model.sampler` setting, run back to back in fresh sweep folders, with the
+thread plan fixed (SEARCHBOX_OTHER_LOAD=0: every variant's server gets the same threads, so tokens differ only
+by the sampler):
+
+    none     no sampler option (what the committed code sends)
+    repeat   repeat_penalty 1.1 over the last 64 tokens (llama.cpp's classic penalty)
+    dry      DRY: dry_multiplier 0.8, dry_base 1.75, dry_allowed_length 2 (the values its authors suggest)
+
+Per variant: wall time, completion tokens, calls cut at max_tokens, *looping replies* (an assistant reply in which
+some run of LOOP_WORDS words occurs LOOP_TIMES times or more: a phrase repeated until the cut), correct per run,
+and, against `none`, how many runs' *first reply* differs. The first request of a run is the same in every variant
+(same system prompt, question and tools), so a changed first reply is the sampler changing an output, looping or
+not. The criterion to adopt a sampler (issue 35.2): fewer looping replies and fewer wasted tokens, with no first
+reply changed that did not loop, and no control's result changed (controls send no request: unchanged by
+construction, checked here from their keys). Writes repetition.json (a list `cases`) and repetition.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.main_command import CLEAN_ENV, run_split  # noqa: E402
+
+VARIANTS = {
+    "none": [],
+    "repeat": ["+model.sampler.repeat_penalty=1.1", "+model.sampler.repeat_last_n=64"],
+    "dry": ["+model.sampler.dry_multiplier=0.8", "+model.sampler.dry_base=1.75", "+model.sampler.dry_allowed_length=2"],
+}
+LOOP_WORDS, LOOP_TIMES = 4, 4
+
+
+def looping(text: str) -> bool:
+    """Some run of LOOP_WORDS words occurs LOOP_TIMES times or more in the text (a phrase repeated to the cut)."""
+    words = text.split()
+    grams = Counter(tuple(words[i:i + LOOP_WORDS]) for i in range(len(words) - LOOP_WORDS + 1))
+    return bool(grams) and max(grams.values()) >= LOOP_TIMES
+
+
+def replies(run_dir: Path) -> list[str]:
+    """The run's assistant replies as sent back (content and tool-call arguments), in order."""
+    out = []
+    for line in (run_dir / "trace.jsonl").read_text().splitlines():
+        msg = json.loads(line).get("message") or {}
+        if msg.get("role") == "assistant":
+            calls = " ".join(json.dumps((c.get("function") or {}).get("arguments", ""), sort_keys=True) for c in msg.get("tool_calls") or [])
+            out.append(f"{msg.get('content') or ''} {calls}".strip())
+    return out
+
+
+def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float) -> dict:
+    name = f"{variant}-q{limit}"
+    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", f"tools={tools}", f"budget={budgets}", f"questions.limit={limit}",
+           "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}", *VARIANTS[variant]]
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    env["SEARCHBOX_OTHER_LOAD"] = "0"
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    t = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    wall = time.monotonic() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"searchbox: the {name} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    sweep = root / name
+    runs = []
+    for d in sorted((sweep / "runs").iterdir()):
+        if not (d / "DONE").exists():
+            continue
+        split = run_split(d)
+        meta = json.loads((d / "run_meta.json").read_text())
+        said = replies(d)
+        split.update({"correct": (meta.get("grades") or {}).get("correct"), "replies": len(said),
+                      "looping": sum(looping(r) for r in said), "first_reply": said[0] if said else ""})
+        runs.append(split)
+    total = lambda key: sum(r[key] or 0 for r in runs)  # noqa: E731
+    return {"variant": variant, "sampler": VARIANTS[variant], "questions_limit": limit, "command": " ".join(cmd[2:]),
+            "wall_s": round(wall, 2), "runs": len(runs), "turns": total("turns"), "llm_calls": total("llm_calls"),
+            "replies": total("replies"), "looping_replies": total("looping"), "completion_tokens": total("completion_tokens"),
+            "length_cut": total("length_cut"), "correct": total("correct"), "decode_s": round(total("decode_s"), 2),
+            "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()], "per_run": runs}
+
+
+def compare(cases: list[dict]) -> None:
+    """Each variant's first replies against `none`'s, run by run (same question, tools and budget)."""
+    base = next((c for c in cases if c["variant"] == "none"), None)
+    if base is None:
+        return
+    first = {(r["question_id"], r["tools"], r["budget"]): r["first_reply"] for r in base["per_run"]}
+    for c in cases:
+        changed = [r for r in c["per_run"] if first.get((r["question_id"], r["tools"], r["budget"])) not in (None, r["first_reply"])]
+        c["first_replies_changed"] = len(changed)
+        c["first_replies_changed_not_looping"] = sum(not looping(first[(r["question_id"], r["tools"], r["budget"])]) for r in changed)
+
+
+def write_md(result: dict, path: Path) -> None:
+    lines = ["# Repeats within a reply: llama-server's sampler options on the main command (issue 35.2)", "",
+             f"{result['date']} on {result['machine']}. {result['load']}", "",
+             f"The command: the design card's main command with `questions.limit={result['limit']}` (SmolLM2-135M on the embedded "
+             "llama-server, the packaged corpus and questions), one `model.sampler` setting per variant, the thread plan fixed. "
+             f"A looping reply holds some run of {LOOP_WORDS} words {LOOP_TIMES} times or more.", "",
+             "| variant | sampler | wall s | runs | turns | calls | completion tok | cut at max_tokens | looping replies | correct | "
+             "first replies changed (of which not looping before) | decode s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in result["cases"]:
+        lines.append(f"| {c['variant']} | {' '.join(c['sampler']) or '-'} | {c['wall_s']} | {c['runs']} | {c['turns']} | {c['llm_calls']} | "
+                     f"{c['completion_tokens']} | {c['length_cut']} | {c['looping_replies']} of {c['replies']} | {c['correct']} | "
+                     f"{c.get('first_replies_changed', '-')} ({c.get('first_replies_changed_not_looping', '-')}) | {c['decode_s']} |")
+    lines += ["", result["verdict"], ""]
+    path.write_text("\n".join(lines))
+
+
+def verdict(cases: list[dict]) -> str:
+    base = next(c for c in cases if c["variant"] == "none")
+    out = []
+    for c in cases:
+        if c["variant"] == "none":
+            continue
+        fewer = c["looping_replies"] < base["looping_replies"] and c["completion_tokens"] < base["completion_tokens"]
+        clean = c.get("first_replies_changed_not_looping", 1) == 0
+        out.append(f"- {c['variant']}: looping replies {base['looping_replies']} -> {c['looping_replies']}, completion tokens "
+                   f"{base['completion_tokens']} -> {c['completion_tokens']}, cut at max_tokens {base['length_cut']} -> {c['length_cut']}, "
+                   f"{c.get('first_replies_changed_not_looping', '?')} first reply(ies) changed that did not loop: "
+                   + ("meets the criterion" if fewer and clean else "does not meet the criterion (adopt only with fewer loops and "
+                      "tokens and no non-looping output changed)"))
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=1)
+    parser.add_argument("--tools", default="high,low,none")
+    parser.add_argument("--budgets", default="1,10,30")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--load", default="", help="what else ran on the machine (stated in the result)")
+    args = parser.parse_args()
+    cases = []
+    with tempfile.TemporaryDirectory(prefix="sb-repetition-") as tmp:
+        for variant in args.variants:
+            c = case(variant, args.limit, args.tools, args.budgets, Path(tmp), args.timeout)
+            cases.append(c)
+            print(f"[repetition] {variant}: {c['runs']} runs, {c['completion_tokens']} completion tokens, "
+                  f"{c['looping_replies']} looping of {c['replies']} replies, {c['wall_s']} s", file=sys.stderr)
+    compare(cases)
+    result = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "machine": f"{os.cpu_count()} cores ({platform.platform()})", "limit": args.limit,
+              "load": args.load or "Load: not stated.", "cases": cases}
+    result["verdict"] = verdict(cases) if any(c["variant"] == "none" for c in cases) else ""
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "repetition.json").write_text(json.dumps(result, indent=1))
+    write_md(result, args.out / "repetition.md")
+    print(result["verdict"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
