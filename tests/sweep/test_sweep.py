@@ -249,3 +249,17 @@ def test_jobs_of_one_launch_with_the_same_run_keys_share_the_directory(tmp_path)
     assert len(list(runs_dir.glob("*/DONE"))) == 4 and not list(runs_dir.glob(".tmp-*"))
     starts = {r: json.loads((runs_dir / r / "run_meta.json").read_text())["started_at"] for r in runs["run_id"]}
     assert len(set(starts.values())) == 4
+
+
+def test_the_plan_counts_the_slots_a_hand_started_server_reports(tmp_path):
+    """Issue 31.3: a server started by hand with -np 4 runs four at once; the plan prices four in flight (its /props
+    total_slots), not the one the thread plan would assume, and the job runs one per slot."""
+    with ScriptedServer([], slots=4) as srv:
+        proc = _sweep(["tools=none", "budget=1", "questions.limit=4"], srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    import json
+
+    plan = json.loads(next((tmp_path / "default" / ".launches").glob("*/plan.json")).read_text())
+    assert plan["in_flight"] == 4, plan
+    assert "4 runs in flight on 4 slot(s)" in out, out[-3000:]
