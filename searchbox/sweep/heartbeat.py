@@ -31,8 +31,8 @@ class Heartbeat:
     """Runs in flight and the durations of finished ones; `beat()` returns the lines due now (tested with a clock)."""
 
     def __init__(self, planned_s: Optional[float] = None, clock: Callable[[], float] = time.monotonic,
-                 status: Callable[[], str] = lambda: ""):
-        self.planned_s, self.clock, self.status = planned_s, clock, status
+                 status: Callable[[], str] = lambda: "", every_s: float = EVERY_S):
+        self.planned_s, self.clock, self.status, self.every_s = planned_s, clock, status, every_s
         self.flights: dict[str, _Flight] = {}
         self.durations: list[float] = []
         self._lock = threading.Lock()
@@ -78,7 +78,9 @@ class Heartbeat:
         return lines
 
     # ---- the printing thread --------------------------------------------------------------
-    def __enter__(self, every_s: float = EVERY_S, out: Optional[TextIO] = None) -> "Heartbeat":
+    def __enter__(self, every_s: Optional[float] = None, out: Optional[TextIO] = None) -> "Heartbeat":
+        every_s = self.every_s if every_s is None else every_s
+
         def loop() -> None:
             while not self._stop.wait(every_s):
                 for line in self.beat():

@@ -80,6 +80,7 @@ class SweepSettings:
     alpha: float = 0.05  # the plan's power figures: the level of each paired test
     target_effect: Optional[float] = None  # a difference (0.05 = 5 points): the plan says how many questions detect it
     discordance: Optional[float] = None  # share of questions two arms differ on; null = a pilot's (runs.parquet), else 0.5
+    heartbeat_s: float = 60.0  # between the lines that say what is in flight while no run finishes (sweep/heartbeat.py)
 
 
 @dataclass
@@ -511,7 +512,9 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             prepare_index(cfg, dataroom)
         progress = Progress(sweep_dir, job_num, keys)
         planned = next((p.seconds for p in progress.points if p.job == job_num), None)
-        beat = Heartbeat(planned, status=lambda: f"{progress.count()}/{progress.total} runs done")
+        if not sc.sweep.heartbeat_s > 0:
+            raise ConfigError(f"sweep.heartbeat_s={sc.sweep.heartbeat_s}: must be > 0 (seconds between heartbeat lines)")
+        beat = Heartbeat(planned, status=lambda: f"{progress.count()}/{progress.total} runs done", every_s=sc.sweep.heartbeat_s)
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions * sc.epochs, keys)})
         if not todo:
             return counts

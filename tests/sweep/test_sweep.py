@@ -263,3 +263,17 @@ def test_the_plan_counts_the_slots_a_hand_started_server_reports(tmp_path):
     plan = json.loads(next((tmp_path / "default" / ".launches").glob("*/plan.json")).read_text())
     assert plan["in_flight"] == 4, plan
     assert "4 runs in flight on 4 slot(s)" in out, out[-3000:]
+
+
+def test_a_real_sweep_says_what_is_in_flight_while_a_slow_server_holds_a_run(tmp_path):
+    """Issue 31.3: with one run held by a slow server, the sweep prints heartbeat lines naming it between finished runs,
+    not a frozen ETA (the interval shortened by sweep.heartbeat_s)."""
+    with ScriptedServer([{"sleep": 3.0, "content": "done"}]) as srv:
+        proc = _sweep(["tools=none", "budget=1", "questions.limit=1", "sweep.heartbeat_s=0.5"], srv.url, tmp_path)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    beats = [line for line in out.splitlines() if line.startswith("[sweep] heartbeat: 1 run(s) in flight")]
+    assert len(beats) >= 2 and "0/1 runs done" in beats[0], out[-3000:]
+    bad = _sweep(["tools=none", "sweep.heartbeat_s=0"], "http://127.0.0.1:9", tmp_path / "bad")
+    text, _ = bad.communicate(timeout=300)
+    assert bad.returncode != 0 and "sweep.heartbeat_s=0" in text
