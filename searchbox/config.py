@@ -37,7 +37,7 @@ HARNESS_KINDS: dict[str, str] = {
 SAMPLER_OPTIONS = ("repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base",
                    "dry_allowed_length", "dry_penalty_last_n")
 # Fields that enter the run key only when they differ from their default: a field added later keeps every old key.
-KEYED_WHEN_SET = {"model.sampler": {}}
+KEYED_WHEN_SET = {"model.sampler": {}, "retrieval.search_k": None}
 OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
     "model.backoff_s", "model.max_response_bytes", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
@@ -122,6 +122,9 @@ class RetrievalConfig:
     reranker: str = "none"  # none | cross-encoder | api
     rerank_model: Optional[str] = None
     retriever: str = "dense"  # search_dataroom: dense | bm25 | hybrid
+    # search_dataroom returns exactly this many results and offers the model no k (BrowseComp-Plus's fixed top 5);
+    # null: the model's k (default 8). In the key only when set (KEYED_WHEN_SET), and through the tool's schema.
+    search_k: Optional[int] = None
     chunk_chars: int = 1400
     chunk_overlap: int = 180
     api_url: str = "https://api.jina.ai/v1"
@@ -202,6 +205,9 @@ class RunConfig:
                 raise ConfigError(f"model.sampler.{name}: unknown sampler option; expected one of {', '.join(SAMPLER_OPTIONS)}")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e6:
                 raise ConfigError(f"model.sampler.{name}={value!r}: expected a finite number")
+        k = self.retrieval.search_k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50):
+            raise ConfigError(f"retrieval.search_k={k!r}: expected null or an integer from 1 to 50")
         if self.model.max_response_bytes < 1024:
             raise ConfigError(f"model.max_response_bytes={self.model.max_response_bytes}: must be >= 1024")
         if self.harness.budget < 1:

@@ -371,6 +371,7 @@ class ControlClient:
         self.plan = _Plan()
         self.steps = 0
         self._pending: Optional[tuple[str, dict]] = None  # the call whose result the next request carries
+        self._k: dict = {"k": 8}
         self.deadline: Optional[float] = None  # set by run.execute like on ChatClient; nothing here waits
 
     # ---- the ChatClient surface -----------------------------------------------------------
@@ -382,6 +383,7 @@ class ControlClient:
             newest = self.results.newest() or {}
             self._absorb(self._pending, newest.get("data"))
             self._pending = None
+        self._k = {"k": 8} if _takes(payload, "search_dataroom", "k") else {}  # the model's k where the tool takes one
         call = None if self.plan.done else self._next(_offered(payload))
         if call is None:
             self.plan.done = True
@@ -455,7 +457,7 @@ class ControlClient:
             return self._give_up(f"control-{self.policy} needs the {', '.join(missing)} tool(s), which this run's "
                                  f"tool selection does not offer ({', '.join(sorted(offered)) or 'none'}): no answer")
         if self.policy == "dense":
-            return "search_dataroom", {"query": self.question, "k": 8}
+            return "search_dataroom", {"query": self.question, **self._k}
         if self.policy == "keyword":
             p.greps = probe_terms(self.question)
             return None if p.greps else self._give_up("the question has no searchable terms: no answer")
@@ -471,7 +473,7 @@ class ControlClient:
             return None
         p.hop = name
         if self.policy == "dense":
-            return "search_dataroom", {"query": name, "k": 8}
+            return "search_dataroom", {"query": name, **self._k}
         p.df.clear()
         p.truncated.clear()
         p.greps = [name]  # then over every file, if no file is named after it
@@ -568,6 +570,19 @@ class ControlClient:
             # The reason goes where the trace keeps it but the ANSWER.md backstop never reads it.
             message["reasoning_content"] = p.reason
         return message
+
+
+def _takes(payload: dict, tool: str, arg: str) -> bool:
+    """Whether the request offers `tool` with the argument `arg` (search_dataroom has no k under retrieval.search_k)."""
+    for t in payload.get("tools") or []:
+        fn = t.get("function", t)
+        if fn.get("name") == tool:
+            return arg in ((fn.get("parameters") or {}).get("properties") or {})
+    schema = (((payload.get("response_format") or {}).get("json_schema") or {}).get("schema") or {})
+    for v in schema.get("anyOf", []):
+        if ((v.get("properties") or {}).get("tool") or {}).get("const") == tool:
+            return arg in ((((v.get("properties") or {}).get("arguments") or {}).get("properties")) or {})
+    return False
 
 
 def _offered(payload: dict) -> set[str]:

@@ -97,9 +97,9 @@ def run_prompt(cfg: RunConfig, protocol: str) -> dict:
     resolved, protocol suffix included), and the request's fixed fields (native `tools`, json `response_format`)."""
     from ..harness.agent import system_prompt
     from ..model.protocol import choose
-    from ..tools import select
+    from ..tools import offered
 
-    specs = select(cfg.tools)
+    specs = offered(cfg)  # as the model sees them: the selection, search_dataroom's k fixed where the config fixes it
     schemas = [s.schema() for s in specs]  # as the model sees them
     proto = choose(protocol, _NoServer())
     harness = dataclasses.replace(cfg.harness, today=resolved_today(cfg.harness))

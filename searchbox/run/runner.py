@@ -27,7 +27,7 @@ from ..model.llm import ChatClient, parse_metrics
 from ..record import done
 from ..record.artifacts import DamagedArtifact
 from ..record.record import DataroomInfo, Gold, Recorder, RunRecord, read_spec, read_state
-from ..tools import ToolContext, Toolset, select
+from ..tools import ToolContext, Toolset, offered
 from ..tools.sandbox import quota_record, resolve_mode
 
 DEFAULT_CONTEXT = 8192
@@ -139,7 +139,7 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
     info = info or RunInfo(**{k: v for k, v in (extra_meta or {}).items() if k in {f.name for f in dataclasses.fields(RunInfo)}})
     harness = harnesses.load(cfg.harness.kind)
     harness.check(cfg)  # a harness that cannot run here fails before anything is written
-    specs = select(cfg.tools)  # unknown tools fail before anything is written
+    specs = offered(cfg)  # unknown tools fail before anything is written
     sandbox_mode = resolve_mode(cfg.harness.sandbox)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -266,7 +266,7 @@ def resume(run_dir: Path, endpoint: Optional[str], budget: Optional[int] = None,
         (run_dir / "PAUSE").unlink()
     sandbox_mode = resolve_mode(cfg.harness.sandbox)
     ws = _reopen(run_dir, record, cfg, sandbox_mode == "none")
-    specs = select(record.tools or cfg.tools)
+    specs = offered(dataclasses.replace(cfg, tools=record.tools or cfg.tools))
     gold_files = list(record.gold.gold_files) if record.gold else []
     client = make_client(cfg, endpoint, record.question, gold_files, run_dir)
     if cfg.harness.run_ceiling_s:

@@ -12,7 +12,7 @@ from ..corpus import safefs
 from ..bounds import valid_text
 from ..errors import BackendError
 from . import validate
-from .catalog import CATALOG, ToolSpec, select
+from .catalog import CATALOG, ToolSpec, offered, select
 from .context import InvalidCall, ToolContext, ToolError, ToolResult
 
 __all__ = ["CATALOG", "ToolSpec", "ToolContext", "ToolError", "InvalidCall", "ToolResult", "Toolset", "ToolsetState", "Outcome",

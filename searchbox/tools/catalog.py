@@ -201,6 +201,26 @@ def select(selection: Any) -> list[ToolSpec]:
     return [s for s in CATALOG if s.name in chosen]
 
 
+def offered(cfg: Any) -> list[ToolSpec]:
+    """The tools a run's config offers, as the model sees them: select(cfg.tools), with search_dataroom's k fixed by
+    retrieval.search_k (the argument dropped, the count said in the description). Every place that keys, sends or
+    runs a run's tools reads this, so the key, the prompt and the toolset agree."""
+    import dataclasses
+
+    specs = select(cfg.tools)
+    k = cfg.retrieval.search_k
+    if k is None:
+        return specs
+    out = []
+    for spec in specs:
+        if spec.name == "search_dataroom":
+            params = {**spec.parameters, "properties": {n: v for n, v in spec.parameters["properties"].items() if n != "k"}}
+            spec = dataclasses.replace(spec, parameters=params, description=spec.description.replace(
+                "Returns the best chunks", f"Returns the {k} best chunks"))
+        out.append(spec)
+    return out
+
+
 def tier_members(name: str) -> list[str]:
     """The tool names a named tier selects (for the web app's toggles and the docs)."""
     if name not in TIER_BY_NAME:

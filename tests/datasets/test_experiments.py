@@ -18,12 +18,16 @@ FIX = Path(__file__).parent / "fixtures"
 def test_browsecomp_plus_experiment_on_an_imported_fixture(tmp_path):
     data = tmp_path / "bcp"
     do_import("browsecomp-plus", FIX / "browsecomp-plus", data)
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "+experiment=browsecomp_plus", "model=control-oracle,control-keyword",
+    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "+experiment=browsecomp_plus", "model=control-oracle,control-keyword,control-dense",
            "retriever=bm25", f"dataroom.path={data / 'dataroom'}", f"questions.path={data / 'questions.jsonl'}", f"sweep.root={tmp_path / 's'}"]
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HYDRA_FULL_ERROR": "1"}, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     runs = pd.read_parquet(tmp_path / "s" / "browsecomp_plus" / "runs.parquet")
-    assert len(runs) == 4 and set(runs["retriever"]) == {"bm25"}
+    assert len(runs) == 6 and set(runs["retriever"]) == {"bm25"}
+    assert set(runs["retrieval.search_k"]) == {5}  # every search returns 5 results, as the paper's retriever
+    calls = pd.read_parquet(tmp_path / "s" / "browsecomp_plus" / "tool_calls.parquet")
+    searches = calls[calls["tool"] == "search_dataroom"]
+    assert len(searches) and not searches["arguments"].str.contains('"k"').any() and searches["ok"].all()
     for col in ("citation_precision", "citation_recall", "gold_doc_recall", "evidence_doc_recall", "search_calls", "confidence"):
         assert col in runs.columns, col
     oracle = runs[runs["model"] == "control-oracle"]

@@ -65,6 +65,34 @@ def test_dense_control_uses_search_dataroom(tmp_path):
     assert meta["tokens"]["total"] == 0
 
 
+def test_a_fixed_search_k_offers_no_k_and_returns_that_many(tmp_path):
+    """retrieval.search_k (BrowseComp-Plus's fixed top 5, issue 30.4): search_dataroom's schema offers no k and says the
+    count, every call returns that many results, the dense control sends no k, and the key moves (the default's holds)."""
+    from searchbox.record.spec import RunSpec
+    from searchbox.tools import offered
+
+    cfg = control_cfg("dense", "vector_only")
+    cfg.retrieval.retriever = "bm25"
+    spec = {s.name: s for s in offered(cfg)}["search_dataroom"]
+    assert "k" in spec.parameters["properties"]
+    cfg.retrieval.search_k = 3
+    spec = {s.name: s for s in offered(cfg)}["search_dataroom"]
+    assert "k" not in spec.parameters["properties"] and "Returns the 3 best chunks" in spec.description
+    run_dir = tmp_path / "fixed"
+    meta = execute(cfg, TINY_Q, None, run_dir, None, info=RunInfo(gold=TINY_GOLD))
+    _, calls = tables(run_dir)
+    first = calls[calls["tool"] == "search_dataroom"].iloc[0]
+    assert "k" not in json.loads(first["arguments"]) and first["ok"]
+    results = [e for e in trace(run_dir) if (e.get("message") or {}).get("role") == "tool"][0]["message"]["data"]["results"]
+    assert len(results) == 3
+    assert answer_of(run_dir) and meta["stop_reason"] == "budget_spent"
+    keyed = RunSpec.from_dict(json.loads((run_dir / "key.json").read_text()))
+    assert keyed.config["retrieval"]["search_k"] == 3
+    with pytest.raises(ConfigError, match="retrieval.search_k"):
+        cfg.retrieval.search_k = 0
+        cfg.validate()
+
+
 def test_oracle_control_reads_only_gold_files(tmp_path):
     meta, run_dir = run_control(tmp_path, "oracle", tools="grep_only")
     _, calls = tables(run_dir)

@@ -25,7 +25,7 @@ from ..agent import system_prompt
 from ...config import RunConfig
 from ...record.spec import RunSpec
 from ...tools import sandbox
-from ...tools.catalog import select
+from ...tools.catalog import offered
 from ...tools.longbox import LongBox, start_box
 from .install import PiInstall, lock_sha256, pinned_version
 
@@ -57,13 +57,13 @@ COMPAT = {"supportsDeveloperRole": False, "supportsReasoningEffort": False}
 
 
 def tool_names(cfg: RunConfig) -> list[str]:
-    return [s.name for s in select(cfg.tools)]
+    return [s.name for s in offered(cfg)]
 
 
 def channel_tools(cfg: RunConfig) -> list[dict]:
     """Every tool of the run as the extension registers it (in place of Pi's own of the same name): the catalog's
     name, description and schema; each call runs in searchbox."""
-    return [s.schema() for s in select(cfg.tools)]
+    return [s.schema() for s in offered(cfg)]
 
 
 def task(cfg: RunConfig) -> str:
