@@ -26,7 +26,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..record.collect import collect, run_dirs, write
 from ..errors import ArgParser, SearchboxError, cli
@@ -116,6 +116,26 @@ def regrade(dirs: list[Path], gold: GoldSource, judge: Optional[Judge] = None, d
         if not dry_run:
             update_grades(rd, grades)
     return changes
+
+
+def stale_regrader(judge: Optional[Judge] = None, judges: Optional[list] = None,
+                   said: Optional[list[str]] = None) -> Callable[[Path, dict], dict]:
+    """collect's regrade hook (record.collect.Regrade) for a run whose question file's gold changed since it was graded:
+    regrade it against that file (the question matched by id and wording, as this CLI does), with the judges the caller
+    has, and write the grades through update_grades; `said` gets one line for each run regraded. A question no longer
+    found as the run asked it, or a file that cannot be read, is a SearchboxError (collect leaves the run out with it)."""
+    gold = GoldSource()
+
+    def regrade_run(rd: Path, meta: dict) -> dict:
+        question, source = gold.question_for(meta)
+        if source != "questions_path" or question is None:
+            raise SearchboxError(f"question {meta.get('question_id')} is not in {meta.get('questions_path')} as the run asked it")
+        record = update_grades(rd, {**grade(rd, question, judge, judges), "gold_source": source})
+        if said is not None:
+            said.append(f"{rd}: regraded against the gold of question {question.id} now in {meta.get('questions_path')}")
+        return record.to_dict()
+
+    return regrade_run
 
 
 def _answer_text(args: argparse.Namespace) -> str:
