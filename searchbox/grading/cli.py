@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..record.collect import collect, run_dirs, write
+from ..record.collect import collect, regrade_hint, run_dirs, write
 from ..errors import ArgParser, SearchboxError, cli
 from .qfile import MAX_GOLD_CHARS, MAX_QUESTION_CHARS, read_bounded
 from . import GRADER_VERSION, Judge, Question, explain, grade, grade_text, load_questions
@@ -127,6 +127,11 @@ def stale_regrader(judge: Optional[Judge] = None, judges: Optional[list] = None,
     gold = GoldSource()
 
     def regrade_run(rd: Path, meta: dict) -> dict:
+        graded = meta.get("grades") or {}
+        if (graded.get("judge_model") and judge is None) or (not judges and any(
+                k.startswith("judge_") and k.endswith("_model") and k != "judge_model" for k in graded)):
+            raise SearchboxError("it was graded by a judge this regrade does not have: regrade it with its judge "
+                                 f"({regrade_hint(rd)} grading.judge=true grading.judge_endpoint=URL)")  # not without the verdict
         question, source = gold.question_for(meta)
         if source != "questions_path" or question is None:
             raise SearchboxError(f"question {meta.get('question_id')} is not in {meta.get('questions_path')} as the run asked it")
