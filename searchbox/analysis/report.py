@@ -32,13 +32,12 @@ from .paper import PAPER_FIGURES, applies
 from .power import report_lines as power_lines
 from .repeats import has_repeats, reducers, variance_split
 from ..errors import SearchboxError, cli
+from ..grading.measures import MEASURES, sentence
 
 GRADER_CHOICES = ("auto", "correct", "contains", "exact_match", "f1", "judge")
 PAIRS_CSV = "paired_comparisons.csv"
 MD_PAIRS = 100  # paired comparisons shown in summary.md; all of them are in PAIRS_CSV
-MEANING = {"judge": "an LLM judge's verdict on the answer part", "correct": "the answer line asserts the gold and nothing contradicting it",
-           "contains": "the gold occurs somewhere in the answer part, whatever else it says (lenient)",
-           "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
+MEANING = {g: MEASURES[g] for g in ("judge", "correct", "contains", "exact_match", "f1")}  # one sentence each: grading/measures.py
 
 
 def _fmt(value, floatfmt: str) -> str:
@@ -136,11 +135,11 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     for other in ("correct", LENIENT, "exact_match", "f1", "judge"):
         if other != grader and other in runs and runs[other].notna().any():
             title = f"{other} (lenient)" if other == LENIENT else other
-            parts += [f"### {title}", "", f"{MEANING[other][0].upper()}{MEANING[other][1:]}.", "",
+            parts += [f"### {title}", "", sentence(other), "",
                       _md(_with_na(accuracy_table(runs, other, design=every.design), inert)), ""]
     if "evidence_recall" in runs and runs["evidence_recall"].notna().any():
         parts += ["## Evidence recall per condition", "",
-                  "Share of each question's gold files whose content reached the agent in a tool output.", "",
+                  sentence("evidence_recall"), "",
                   _md(_with_na(accuracy_table(runs, "evidence_recall", design=every.design), inert)), ""]
     from .metrics import section as beside_accuracy
 

@@ -31,13 +31,12 @@ from typing import Callable, Optional
 from ..record.collect import collect, regrade_hint, run_dirs, write
 from ..errors import ArgParser, SearchboxError, cli
 from .qfile import MAX_GOLD_CHARS, MAX_QUESTION_CHARS, read_bounded
+from .measures import MEASURES
 from . import GRADER_VERSION, Judge, Question, explain, grade, grade_text, load_questions
 from ..record.record import read_meta, update_grades
 
 COMPARED = ("correct", "exact_match", "f1", "contains", "judge", "evidence_recall")  # what a change report shows
-MEANING = {"correct": "the answer line asserts the gold and nothing contradicting it (the primary grade)",
-           "contains": "the gold occurs somewhere in the answer part (the lenient grade)",
-           "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
+MEANING = {**{g: MEASURES[g] for g in ("correct", "contains", "exact_match", "f1")}, "correct": f"{MEASURES['correct']} (the primary grade)"}
 OVERRIDES = {"judge", "judge_endpoint", "judge_model"}
 ANSWER_FILE_CAP = 1024**2  # bytes of an answer `check` reads (grading reads the first answer.ANSWER_CAP characters of it)
 
