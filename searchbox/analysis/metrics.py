@@ -11,16 +11,13 @@ from typing import Optional
 
 import pandas as pd
 
+from ..grading.measures import MEASURES, WHERE
 from .agreement import agreement
 from .calibration import BINS, calibration, reliability_figure
 
-MEANING = {
-    "citation_precision": "share of the distinct files cited in the answer's Sources part that are gold or evidence files (grading/citations.py)",
-    "citation_recall": "share of the gold and evidence files that the Sources part cites",
-    "gold_doc_recall": "share of the gold files whose distinctive content reached the agent in a tool output (grading/documents.py)",
-    "evidence_doc_recall": "the same over the evidence files, kept apart from the gold files",
-    "search_calls": "calls that searched the dataroom, grep and bash search programs included (grading/searches.py)",
-}
+# One sentence each (grading/measures.py), with where the grade is computed.
+MEANING = {k: f"{MEASURES[k]} ({WHERE[k]})" for k in ("citation_precision", "citation_recall", "gold_doc_recall", "evidence_doc_recall",
+                                                      "search_calls")}
 __doc__ += "\n".join(f"- {k}: {v}." for k, v in MEANING.items()) + (
     f"\n- calibration_error: RMS over {BINS} equal-width bins of |accuracy - stated confidence| (analysis/calibration.py)."
     "\n- judge agreement: percent agreement and Cohen's kappa of each judge with the headline grade and with each other.")

@@ -32,13 +32,12 @@ from .paper import PAPER_FIGURES, applies
 from .power import report_lines as power_lines
 from .repeats import has_repeats, reducers, variance_split
 from ..errors import SearchboxError, cli
+from ..grading.measures import MEASURES, sentence
 
 GRADER_CHOICES = ("auto", "correct", "contains", "exact_match", "f1", "judge")
 PAIRS_CSV = "paired_comparisons.csv"
 MD_PAIRS = 100  # paired comparisons shown in summary.md; all of them are in PAIRS_CSV
-MEANING = {"judge": "an LLM judge's verdict on the answer part", "correct": "the answer line asserts the gold and nothing contradicting it",
-           "contains": "the gold occurs somewhere in the answer part, whatever else it says (lenient)",
-           "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
+MEANING = {g: MEASURES[g] for g in ("judge", "correct", "contains", "exact_match", "f1")}  # one sentence each: grading/measures.py
 
 
 def _fmt(value, floatfmt: str) -> str:
@@ -136,11 +135,11 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     for other in ("correct", LENIENT, "exact_match", "f1", "judge"):
         if other != grader and other in runs and runs[other].notna().any():
             title = f"{other} (lenient)" if other == LENIENT else other
-            parts += [f"### {title}", "", f"{MEANING[other][0].upper()}{MEANING[other][1:]}.", "",
+            parts += [f"### {title}", "", sentence(other), "",
                       _md(_with_na(accuracy_table(runs, other, design=every.design), inert)), ""]
     if "evidence_recall" in runs and runs["evidence_recall"].notna().any():
         parts += ["## Evidence recall per condition", "",
-                  "Share of each question's gold files whose content reached the agent in a tool output.", "",
+                  sentence("evidence_recall"), "",
                   _md(_with_na(accuracy_table(runs, "evidence_recall", design=every.design), inert)), ""]
     from .metrics import section as beside_accuracy
 
@@ -201,8 +200,74 @@ def not_drawn(frames: Frames) -> dict[str, str]:
     return {**generic, **{name: why for name in PAPER_FIGURES if (why := applies(frames, name))}}
 
 
+SHOWN_REGRADES = 10  # regraded runs named one a line on stderr; the rest counted
+
+
+def regrade_stale(dirs: list[Path]) -> list[str]:
+    """Before any table is read: regrade every run whose question file's gold changed since it was graded (record/stale.py)
+    and rewrite its sweep's tables, so no summary states a grade of an old gold; one line for each run regraded.
+
+    A run that cannot be regraded here (graded by a judge this report has not got) and a committed result's row whose
+    question file now holds another answer or alias than its `graded_gold` (the tables alone, no run folders to grade)
+    are a SearchboxError of one line naming the run, the question and the command that regrades it. Of a result's
+    tables only the answer and aliases can be compared: `grade tables` regrades the answer grades alone and evidence
+    needs the run folders."""
+    from ..grading.cli import stale_regrader
+    from ..record.collect import collect, run_dirs, stale_grades, write
+
+    said: list[str] = []
+    regrade = stale_regrader(said=said)
+    for d in map(Path, dirs):
+        stale = stale_grades([d])
+        for rd, meta, why in stale:
+            try:
+                regrade(rd, meta)
+            except SearchboxError as exc:
+                raise SearchboxError(f"{rd}: {why}, and it cannot be regraded here: {str(exc).splitlines()[0]}") from None
+        if stale and (d / "runs.parquet").is_file():
+            write(d, *collect([d]))  # the sweep's tables follow the new grades
+        if not run_dirs([d]) and (d / "runs.parquet").is_file():
+            _refuse_stale_table(d)
+    return said
+
+
+def _refuse_stale_table(result: Path) -> None:
+    """A committed result whose rows were graded against an answer or alias their question file no longer holds:
+    refused in one line (nothing here can regrade the evidence; `grade tables` regrades the answer grades)."""
+    import pyarrow.parquet as pq
+
+    from ..record.stale import QuestionTexts, gold_changed
+
+    cols = ["run_id", "question_id", "question", "questions_path", "graded_gold", "gold_source"]
+    names = set(pq.read_schema(result / "runs.parquet").names)
+    if not {"question_id", "questions_path", "graded_gold"} <= names:
+        return
+    rows = pd.read_parquet(result / "runs.parquet", columns=[c for c in cols if c in names])
+    texts, stale = QuestionTexts(), []
+    for row in rows.to_dict("records"):
+        meta = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        meta["question_id"] = None if meta.get("question_id") is None else str(meta["question_id"])
+        path = meta.get("questions_path")
+        asked = texts.of(path) if isinstance(path, str) and path and texts.why_stale(meta) is None else None
+        now = (asked or {}).get(meta.get("question_id") or "")  # a reworded or removed question is not a changed gold
+        if now is not None and gold_changed({"graded_gold": meta.get("graded_gold"), "gold_source": meta.get("gold_source")}, "", now.golds):
+            stale.append(meta)
+    if stale:
+        first = stale[0]
+        more = f" (and {len(stale) - 1} more rows)" if len(stale) > 1 else ""
+        raise SearchboxError(f"{result}: run {first.get('run_id')} was graded against another gold of question {first['question_id']} than "
+                             f"{first['questions_path']} now holds{more}; regrade the tables: python -m searchbox.grade tables {result}")
+
+
 def build(dirs: list[Path], out: Path, grader: str = "auto", label: str | None = None, family: str = DEFAULT_FAMILY,
           method: str = DEFAULT_METHOD) -> list[Path]:
+    said = regrade_stale(dirs)
+    if said:
+        print(f"searchbox: regraded {len(said)} run(s) whose question's gold changed since they were graded:", file=sys.stderr)
+        for line in said[:SHOWN_REGRADES]:
+            print(f"  {line}", file=sys.stderr)
+        if len(said) > SHOWN_REGRADES:
+            print(f"  ... and {len(said) - SHOWN_REGRADES} more", file=sys.stderr)
     every = load(dirs)
     frames = acting(every)  # a condition in which no run could act is no result: in the tables as n/a, nowhere else
     grader = resolve_grader(every.runs, grader)

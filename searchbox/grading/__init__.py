@@ -26,6 +26,7 @@ from typing import Iterable, Optional
 
 from ..corpus import safefs
 from ..errors import ModelError
+from ..record.stale import gold_hash
 from .evidence import EVIDENCE_VERSION
 from .evidence import of_run as evidence_of_run
 from .answer import ANSWER_PART_VERSION, AnswerPart, answer_part, is_reference
@@ -64,6 +65,12 @@ class Question:
     @property
     def golds(self) -> list[str]:
         return [g for g in [self.answer, *self.aliases] if g]
+
+    @property
+    def gold_hash(self) -> str:
+        """What a run's grades record of the gold they were computed against (record/stale.py: a question file's gold
+        that no longer hashes so is regraded, never kept); the run key holds none of it."""
+        return gold_hash(self.answer, self.aliases, self.gold_files, self.evidence_files, self.evidence)
 
     @classmethod
     def from_record(cls, meta: dict) -> Optional["Question"]:
@@ -164,7 +171,8 @@ def grade(run_dir: Path, question: Question, judge: Optional[Judge] = None, judg
 def _grade(run_dir: Path, question: Question, judge: Optional[Judge], judges: Optional[list]) -> dict:
     answer = read_answer(run_dir)
     grades = {**grade_text(answer, question), **evidence_of_run(run_dir, question.gold_files, question.golds, question.evidence).grades(),
-              "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds)}
+              "judge": None, "grader_version": GRADER_VERSION, "graded_gold": " | ".join(question.golds),
+              "gold_hash": question.gold_hash}
     grades.update(beside_accuracy(run_dir, answer, question))
     if judges:  # grading.judges: several judges, each with its own columns (grading/judges.py)
         from .judges import verdicts

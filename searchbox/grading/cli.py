@@ -26,18 +26,17 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from ..record.collect import collect, run_dirs, write
+from ..record.collect import collect, regrade_hint, run_dirs, write
 from ..errors import ArgParser, SearchboxError, cli
 from .qfile import MAX_GOLD_CHARS, MAX_QUESTION_CHARS, read_bounded
+from .measures import MEASURES
 from . import GRADER_VERSION, Judge, Question, explain, grade, grade_text, load_questions
 from ..record.record import read_meta, update_grades
 
 COMPARED = ("correct", "exact_match", "f1", "contains", "judge", "evidence_recall")  # what a change report shows
-MEANING = {"correct": "the answer line asserts the gold and nothing contradicting it (the primary grade)",
-           "contains": "the gold occurs somewhere in the answer part (the lenient grade)",
-           "exact_match": "the answer line is exactly a gold, normalised", "f1": "token F1 of the answer line against the best gold"}
+MEANING = {**{g: MEASURES[g] for g in ("correct", "contains", "exact_match", "f1")}, "correct": f"{MEASURES['correct']} (the primary grade)"}
 OVERRIDES = {"judge", "judge_endpoint", "judge_model"}
 ANSWER_FILE_CAP = 1024**2  # bytes of an answer `check` reads (grading reads the first answer.ANSWER_CAP characters of it)
 
@@ -116,6 +115,31 @@ def regrade(dirs: list[Path], gold: GoldSource, judge: Optional[Judge] = None, d
         if not dry_run:
             update_grades(rd, grades)
     return changes
+
+
+def stale_regrader(judge: Optional[Judge] = None, judges: Optional[list] = None,
+                   said: Optional[list[str]] = None) -> Callable[[Path, dict], dict]:
+    """collect's regrade hook (record.collect.Regrade) for a run whose question file's gold changed since it was graded:
+    regrade it against that file (the question matched by id and wording, as this CLI does), with the judges the caller
+    has, and write the grades through update_grades; `said` gets one line for each run regraded. A question no longer
+    found as the run asked it, or a file that cannot be read, is a SearchboxError (collect leaves the run out with it)."""
+    gold = GoldSource()
+
+    def regrade_run(rd: Path, meta: dict) -> dict:
+        graded = meta.get("grades") or {}
+        if (graded.get("judge_model") and judge is None) or (not judges and any(
+                k.startswith("judge_") and k.endswith("_model") and k != "judge_model" for k in graded)):
+            raise SearchboxError("it was graded by a judge this regrade does not have: regrade it with its judge "
+                                 f"({regrade_hint(rd)} grading.judge=true grading.judge_endpoint=URL)")  # not without the verdict
+        question, source = gold.question_for(meta)
+        if source != "questions_path" or question is None:
+            raise SearchboxError(f"question {meta.get('question_id')} is not in {meta.get('questions_path')} as the run asked it")
+        record = update_grades(rd, {**grade(rd, question, judge, judges), "gold_source": source})
+        if said is not None:
+            said.append(f"{rd}: regraded against the gold of question {question.id} now in {meta.get('questions_path')}")
+        return record.to_dict()
+
+    return regrade_run
 
 
 def _answer_text(args: argparse.Namespace) -> str:

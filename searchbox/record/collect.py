@@ -17,7 +17,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -25,10 +25,15 @@ import pyarrow.parquet as pq
 
 from .. import SCHEMA_VERSION
 from ..config import stable_hash
+from ..errors import SearchboxError
 from . import artifacts, done
 from .done import DONE  # noqa: F401 - re-exported: the marker every reader of run folders names
 from .record import TOOL_SCHEMA, TURN_SCHEMA, read_spec
 from .stale import QuestionTexts
+# The hook that regrades a run whose question file's gold changed since it was graded (grading is a floor above record,
+# so its callers pass it in: grading.cli.stale_regrader): (run dir, its record) -> the record with its new grades, or a
+# SearchboxError saying why it cannot.
+Regrade = Callable[[Path, dict], dict]
 MALFORMED = "(malformed)"  # how schema-1 runs logged a malformed reply in tool_calls
 DESIGN_META = b"searchbox_design"
 # Run-level design facts besides config and axes: what the agent searched and what answered.
@@ -128,11 +133,36 @@ def prompt_identity(run_dir: Path) -> Optional[str]:
     return stable_hash(spec.prompt, spec.server_args, spec.harness, length=12) if spec else None
 
 
-def collect(sweep_dirs: Iterable[Path], left_out: Optional[list[str]] = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def regrade_hint(rd: Path) -> str:
+    """The command that regrades a run's sweep (or the run itself, outside a sweep's runs/)."""
+    return f"python -m searchbox.grade {rd.parent.parent if rd.parent.name == 'runs' else rd}"
+
+
+def stale_grades(sweep_dirs: Iterable[Path]) -> list[tuple[Path, dict, str]]:
+    """(run dir, record, why) of every finished run under sweep_dirs whose grades were computed against another gold
+    than its question file now holds (stale.py); reads only each run's record. A damaged run is collect's to name."""
+    texts, out = QuestionTexts(), []
+    for rd in run_dirs(sweep_dirs):
+        try:
+            meta = done.read_record(rd).to_dict()
+        except artifacts.DamagedArtifact:
+            continue
+        why = None if texts.why_stale(meta) else texts.why_regrade(meta)
+        if why is not None:
+            out.append((rd, meta, why))
+    return out
+
+
+def collect(sweep_dirs: Iterable[Path], left_out: Optional[list[str]] = None,
+            regrade: Optional[Regrade] = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The three tables of every finished run under sweep_dirs, each run once.
 
     A run folder that cannot be trusted (done.check: a damaged record or table, a link) and a run whose question was
-    reworded or removed from its file since (stale.py) are left out; `left_out` gets one line for each."""
+    reworded or removed from its file since (stale.py) are left out; `left_out` gets one line for each. A run whose
+    question file's gold changed since it was graded is regraded through `regrade` (grading.cli.stale_regrader; the
+    sweep and the report pass it), else left out in one line naming the run, the question and the command that
+    regrades it: a row never carries a grade of a gold its file no longer holds, and one stale run does not stop the
+    tables of the others (the sweep collects as it goes, the web app on every page)."""
     notes = left_out if left_out is not None else []
     texts = QuestionTexts()
     kept: dict[str, tuple[Path, dict, pd.DataFrame, pd.DataFrame]] = {}
@@ -148,6 +178,16 @@ def collect(sweep_dirs: Iterable[Path], left_out: Optional[list[str]] = None) ->
         if why is not None:
             notes.append(f"{rd}: stale run left out ({why})")
             continue
+        why = texts.why_regrade(meta)
+        if why is not None:
+            if regrade is None:
+                notes.append(f"{rd}: stale grade left out ({why}; regrade it: {regrade_hint(rd)})")
+                continue
+            try:
+                meta = regrade(rd, meta)
+            except SearchboxError as exc:
+                notes.append(f"{rd}: stale grade left out ({why}; the regrade failed: {str(exc).splitlines()[0][:300]})")
+                continue
         run_id = meta.get("run_id") or rd.name
         kept.pop(run_id, None)  # the same run collected twice (a dir given twice, merged sweeps): the last one wins
         kept[run_id] = (rd, meta, t, c)

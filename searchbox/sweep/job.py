@@ -457,6 +457,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     from ..model.pool import open_pool
     from ..model.served import model_label
     from ..record.record import Gold, update_grades
+    from ..record.stale import gold_changed
     from .. import harness as harnesses
     from ..run.runner import RunInfo, execute
     from ..tools import select
@@ -480,7 +481,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     axes = axes_of(task_overrides, sc)
     runs_root = sweep_dir / "runs"
     runs_root.mkdir(parents=True, exist_ok=True)
-    counts = {"done": 0, "skipped": 0, "failed": 0, "redone": 0}
+    counts = {"done": 0, "skipped": 0, "failed": 0, "redone": 0, "regraded": 0}
     last_collect = [time.monotonic()]
     stop = threading.Event()
     with job_endpoints(cfg, sc, sweep_dir) as (urls, plan):
@@ -494,6 +495,7 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
         protocol = resolved_protocol(cfg, probe_client)
         got, _ = with_limits(cfg, probe_client)  # keyed by the window and max_tokens the server really gives (execute redoes it)
         todo, keys, specs, cfgs = [], [], {}, {}
+        regrades: list = []  # (question, key) of done runs whose question's gold changed since they were graded
         for epoch in range(sc.epochs):  # repeats: the seed moves, so does the key (epoch 0 is the run without epochs)
             cfg_e, got_e = (cfg, got) if epoch == 0 else (_seeded(cfg, sc.seed + epoch), _seeded(got, sc.seed + epoch))
             for q in questions:
@@ -504,6 +506,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
                 why = done.check(runs_root / key)
                 if why is None:
                     counts["skipped"] += 1
+                    if gold_changed(done.read_record(runs_root / key).grades, q.gold_hash, " | ".join(q.golds)):
+                        regrades.append((q, key))  # done, but graded against a gold the file no longer holds
                 else:
                     if done.marked(runs_root / key):  # a DONE marker beside a damaged record: no result, so it is redone
                         print(f"[sweep] {q.id}: run {key} is damaged ({why}); redoing it", file=sys.stderr, flush=True)
@@ -516,21 +520,32 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             raise ConfigError(f"sweep.heartbeat_s={sc.sweep.heartbeat_s}: must be > 0 (seconds between heartbeat lines)")
         beat = Heartbeat(planned, status=lambda: f"{progress.count()}/{progress.total} runs done", every_s=sc.sweep.heartbeat_s)
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions * sc.epochs, keys)})
-        if not todo:
+        if not todo and not regrades:
             return counts
-        if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
-            plan = dataclasses.replace(plan, runs=max(1, math.ceil(pool.total_slots / plan.jobs)))  # slots as the servers report them
-        threads.apply(plan)
-        workers = min(plan.runs, len(todo))
-        if workers > 1 or len(pool.endpoints) > 1:
-            print(f"[sweep] {workers} runs in flight on {pool.total_slots} slot(s) of {len(pool.live)} endpoint(s); threads: {plan.describe()}",
-                  file=sys.stderr, flush=True)
+        if todo:
+            if sc.sweep.workers is None and pool.total_slots != len(urls) * cfg.model.parallel:
+                plan = dataclasses.replace(plan, runs=max(1, math.ceil(pool.total_slots / plan.jobs)))  # slots as the servers report them
+            threads.apply(plan)
+            workers = min(plan.runs, len(todo))
+            if workers > 1 or len(pool.endpoints) > 1:
+                print(f"[sweep] {workers} runs in flight on {pool.total_slots} slot(s) of {len(pool.live)} endpoint(s); threads: {plan.describe()}",
+                      file=sys.stderr, flush=True)
         judge = None
         if sc.grading.judge:  # asks the judge's endpoint what it serves now, so a wrong one fails before any run
             judge = Judge.connect(sc.grading.judge_endpoint or pool.live[0].url, sc.grading.judge_model or cfg.model.model, base=cfg.model)
         from ..grading.judges import connect as connect_judges
 
         judge_set = connect_judges(list(sc.grading.judges or []), cfg.model)  # each endpoint asked what it serves, before any run
+        for q, key in regrades:  # a done run is kept, but never with the grade of an old gold: regraded as the run was graded
+            with sweepdir.claim_run(runs_root, key):  # one job of a launch at a time; the next finds it regraded
+                if gold_changed(done.read_record(runs_root / key).grades, q.gold_hash, " | ".join(q.golds)):
+                    update_grades(runs_root / key, grade(runs_root / key, q, judge, judge_set))
+                    counts["regraded"] += 1
+                    print(f"[sweep] {q.id}: run {key} was graded against another gold than {qpath} now holds; regraded",
+                          file=sys.stderr, flush=True)
+        if not todo:
+            write(sweep_dir, *collect([sweep_dir]))
+            return counts
 
         def attempt(item) -> Outcome:
             q, key = item
