@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 from functools import lru_cache
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Optional
 
 # PID openat(AT_FDCWD</cwd>, "path", FLAGS[, MODE]) = FD</resolved/path>; strace escapes '<', '>', '"', '\\' and every
@@ -47,7 +47,8 @@ def tracer_argv(log: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def unavailable() -> str:
-    """Why opens cannot be observed here ("" when they can): no strace, or a strace that cannot trace (ptrace refused)."""
+    """Why opens cannot be observed here ("" when they can): no strace, a strace that cannot trace (ptrace refused, no
+    --seccomp-bpf), or one that says anything of its own (it would say it into the command's output)."""
     if not shutil.which("strace"):
         return "strace not found"
     with tempfile.TemporaryDirectory(prefix="searchbox-opens-") as d:
@@ -56,9 +57,11 @@ def unavailable() -> str:
             res = subprocess.run([*tracer_argv(log), "cat", "/proc/self/stat"], capture_output=True, timeout=30)
         except (OSError, subprocess.SubprocessError) as exc:
             return f"strace did not run ({type(exc).__name__})"
-        if res.returncode != 0 or not os.path.exists(log) or "/proc/self/stat" not in open(log, errors="replace").read():
+        if res.returncode != 0 or not os.path.exists(log) or "/proc/self/stat" not in Path(log).read_text(errors="replace"):
             said = (res.stderr or b"").decode(errors="replace").strip().splitlines()
             return f"strace cannot trace here ({said[-1][:200] if said else f'exit {res.returncode}'})"
+        if res.stderr.strip():  # a warning (no seccomp-bpf filtering here, say) would land in every command's output
+            return f"strace is not silent here ({res.stderr.decode(errors='replace').strip().splitlines()[-1][:200]})"
     return ""
 
 

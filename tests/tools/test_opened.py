@@ -126,6 +126,18 @@ def test_unavailable_names_a_missing_strace(monkeypatch):
         opens.unavailable.cache_clear()
 
 
+def test_a_strace_that_cannot_trace_or_is_not_silent_is_unavailable(monkeypatch):
+    fake = 'echo "1 openat(AT_FDCWD, \\"/proc/self/stat\\", O_RDONLY) = 3</proc/self/stat>" > "$0"; echo "strace: warning" >&2; exec "$@"'
+    for argv, said in (([shutil.which("false") or "false"], "strace cannot trace here (exit 1)"),
+                       (["sh", "-c", fake], "strace is not silent here (strace: warning)")):
+        opens.unavailable.cache_clear()
+        monkeypatch.setattr(opens, "tracer_argv", lambda log, argv=argv: [*argv, log] if argv[0] == "sh" else argv)
+        try:
+            assert opens.unavailable() == said
+        finally:
+            opens.unavailable.cache_clear()
+
+
 def test_the_host_side_process_and_escaped_names():
     log = ('100 openat(AT_FDCWD</>, "/work/x/pyvenv.cfg", O_RDONLY) = 3</work/x/pyvenv.cfg>\n'
            '101 openat(AT_FDCWD</work>, "dataroom/\\303\\251 \\303\\274\\76x.md", O_RDONLY) = 3</work/dataroom/\\303\\251 \\303\\274\\76x.md>\n'
