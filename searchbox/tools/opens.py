@@ -4,8 +4,8 @@ Evidence (grading/evidence.py) may credit bash output to a gold file only when t
 <gold> | base64 -d`, an echo beside `ls dataroom`, or python decoding its own base64 after a listdir print the gold
 without reading it. strace runs outside the box, around bwrap (the box's seccomp filter forbids ptrace inside it, and a
 tracer outside sees every process of the box through its namespaces), follows every child (-f) and prints each
-successful open with its resolved path (-y), as the box sees it. A read is an open of a regular file: an O_DIRECTORY
-open (ls, listdir, find) or an O_PATH one (bwrap's own mounts) reads no text.
+successful open with its resolved path (-y), as the box sees it. A read is any other open than an O_DIRECTORY
+one (ls, listdir, find) or an O_PATH one (bwrap's own mounts), which read no text.
 
 sandbox.run_confined runs a bash call's box under the tracer when `observe_opens` is asked and strace works here
 (`unavailable()` says why not), with the log in a private folder of the host's temporary directory, which the box
