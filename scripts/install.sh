@@ -8,10 +8,10 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 
 say() { printf '[install] %s\n' "$*" >&2; }
 
-# System tools: ripgrep (grep tool), bubblewrap (the sandbox), chromium (browser tests), cmake + g++ (llama-server),
+# System tools: ripgrep (grep tool), bubblewrap (the sandbox), strace (which files a bash call opened: evidence), chromium (browser tests), cmake + g++ (llama-server),
 # Node.js + npm (harness=pi; setup installs the pinned Pi with npm ci) and fd (Pi's find tool looks for fd or fdfind).
 need=()
-for pair in rg:ripgrep bwrap:bubblewrap chromium:chromium cmake:cmake g++:g++ node:nodejs npm:npm fdfind:fd-find; do
+for pair in rg:ripgrep bwrap:bubblewrap strace:strace chromium:chromium cmake:cmake g++:g++ node:nodejs npm:npm fdfind:fd-find; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 # As root only (its daemons run as root; elsewhere the Slurm tests skip): a one-node Slurm with accounting for

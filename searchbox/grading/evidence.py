@@ -25,10 +25,19 @@ One definition for every tier, read from what the agent received (the tool messa
   - any other text (`cat` in bash, a search result cut by the output cap) counts only when what it shows is
     *distinctive*: found in no other dataroom file and no dataroom path (else, the answer line with its
     neighbouring lines, up to MAX_RADIUS on a side, widened until distinctive).
+- A bash output whose call's file opens were *observed* (strace around the box, the tool row's `opened`:
+  searchbox/tools/opens.py) counts for a gold file only when the call opened that file to read (or a result the harness
+  delivered), whatever its command names: `cd dataroom && echo ... | base64 -d`, an echo beside `ls dataroom`, python
+  decoding its own base64 after a listdir read no file and show nothing. Distinctive then means found in no other file
+  the call read (and no path). For a call that read the gold file, a copy of its passage with lines broken anywhere or
+  case changed (`fold -w 40`, `tr a-z A-Z`) shows it too: both sides compared with all whitespace removed and casefolded,
+  CONTEXT_CHARS counted without whitespace. A call whose opens were not observed (no strace, sandbox=none, a run from
+  before) is judged by its text and command, as below; `evidence_opens` says which ("observed", "not observed", "mixed").
 - Never evidence: a `read` of a file under work/ outside dataroom/ (the agent's own notes; only the results
   the harness delivered under results/ count: one the delivering tool's own message announced, that no write/edit
-  and no bash command naming results/ with a way to write has touched, whatever the file's name), the output of a bash command that reads no dataroom text (one
-  that names neither dataroom/ nor results/ and walks no tree: `echo`, `base64 -d` of what the agent typed),
+  and no bash command naming results/ with a way to write has touched, whatever the file's name), the output of a bash command that reads no dataroom text (observed:
+  one that opened no dataroom file; not observed: one that names neither dataroom/ nor results/ and walks no tree: `echo`,
+  `base64 -d` of what the agent typed),
   and any window that occurs in what the agent itself sent or
   was given before the output (every call's arguments, its own messages, the question): an error echoing a
   path, a note written then read or cat back, the question repeated. A line that only names the entity holds
@@ -57,8 +66,9 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from ..corpus import markup, safefs
 
-EVIDENCE_VERSION = "evidence-7"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent
-#   wrote; 7: a question's `evidence` spans are its passages where they stand in their file (evidence_rule); a gold wrapped over two lines)
+EVIDENCE_VERSION = "evidence-8"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent
+#   wrote; 7: a question's `evidence` spans are its passages where they stand in their file (evidence_rule); a gold wrapped over two lines;
+#   8: bash output by its call's observed opens (evidence_opens), and wrapped or case-changed copies from a call that read the gold file)
 MIN_CHARS = 20  # shorter text is not specific enough to name a file (gold_content_seen)
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -120,6 +130,7 @@ class Corpus:
             at += len(text) + 1
         self.blob = b"\x00".join(text for text, _ in parts)
         self._memo: dict[tuple[str, frozenset], bool] = {}
+        self._squashed: dict[str, str] = {}  # file (or "\x00" for every path) -> squashed(text), made when first asked
 
     def elsewhere(self, window: str, mine: set[str]) -> bool:
         """The window occurs in some file outside `mine`, or in a path (asked lazily: only of text an output showed)."""
@@ -132,6 +143,26 @@ class Corpus:
                 p = self.blob.find(needle, p + 1)
             self._memo[key] = found
         return self._memo[key]
+
+    def elsewhere_among(self, window: str, among: frozenset) -> bool:
+        """The window occurs in one of the files `among` (those a bash call was observed to read, less the gold's own),
+        or in a path."""
+        needle, p = window.encode(), self.blob.find(window.encode())
+        while p >= 0:
+            name = self.names[bisect.bisect_right(self.starts, p) - 1]
+            if name in among or name.startswith("\x00"):
+                return True
+            p = self.blob.find(needle, p + 1)
+        return False
+
+    def squashed_among(self, window: str, among: frozenset) -> bool:
+        """elsewhere_among for a squashed window (whitespace gone, casefolded), against the squashed files and paths."""
+        if "\x00" not in self._squashed:
+            self._squashed["\x00"] = "\x00".join(squashed(p) for p in sorted(self.files))
+        for rel in sorted(among & self.texts.keys()):
+            if rel not in self._squashed:
+                self._squashed[rel] = squashed(self.texts[rel])
+        return any(window in self._squashed[rel] for rel in ("\x00", *sorted(among & self.texts.keys())))
 
 
 @dataclass
@@ -163,6 +194,14 @@ class Evidence:
     content_measured: list[str] = field(default_factory=list)  # gold files with a distinctive span (gold_content_seen)
     content_seen: list[str] = field(default_factory=list)
     by_span: list[str] = field(default_factory=list)  # measured files whose passages are the question's `evidence` spans
+    bash_observed: dict = field(default_factory=lambda: {True: 0, False: 0})  # bash outputs whose opens were observed or not
+
+    @property
+    def opens(self) -> Optional[str]:
+        """How the run's bash outputs were judged: "observed" (every one by the opens its call was seen to make),
+        "not observed" (every one by its text alone: no strace, sandbox=none, or a run from before), "mixed"; None: no bash."""
+        seen, unseen = self.bash_observed[True], self.bash_observed[False]
+        return None if not seen and not unseen else "observed" if not unseen else "not observed" if not seen else "mixed"
 
     @property
     def rule(self) -> Optional[str]:
@@ -182,13 +221,19 @@ class Evidence:
     def grades(self) -> dict:
         return {"evidence_recall": self.recall, "evidence_gold_files": len(self.measured), "evidence_received": len(self.received),
                 "evidence_unmeasured": len(self.unmeasured), "evidence_first_turn": self.first_turn,
-                "evidence_tools": ",".join(self.tools), "evidence_rule": self.rule, "gold_content_seen": self.content_recall, "evidence_version": EVIDENCE_VERSION}
+                "evidence_tools": ",".join(self.tools), "evidence_rule": self.rule, "evidence_opens": self.opens, "gold_content_seen": self.content_recall, "evidence_version": EVIDENCE_VERSION}
 
 
 # ---- text as both sides are compared ----------------------------------------------------------
 def lines_of(text: str) -> list[str]:
     """Non-empty lines with whitespace collapsed (the unit both sides are compared in)."""
     return [ln for ln in (" ".join(raw.split()) for raw in text.splitlines()) if ln]
+
+
+def squashed(text: str) -> str:
+    """Text with every whitespace character gone and casefolded: how a call observed to read a gold file is compared
+    with it, so that `fold -w 40` (lines broken inside words) and `tr a-z A-Z` still show its lines."""
+    return "".join(text.split()).casefold()
 
 
 def spans_of(text: str) -> list[str]:
@@ -374,6 +419,10 @@ class Output:
     origin: str  # "dataroom": a read of a dataroom file; "delivered": a read of a harness-delivered result;
     #              "agent": a read of any other file under work/ (or a write/edit report): never evidence; "tool": the rest
     path: Optional[str] = None  # the read's file, dataroom-relative, when origin is "dataroom"
+    reads: Optional[frozenset] = None  # bash, opens observed: the dataroom files (dataroom-relative) the call opened to read,
+    #                                    whose text alone its output can show; None: any file's (not observed, or it read a
+    #                                    delivered result)
+    observed: Optional[bool] = None  # bash: whether the call's opens were observed (tools.opens); None for other tools
 
 
 def _content(message: dict) -> str:
@@ -409,10 +458,15 @@ def work_path(path) -> Optional[str]:
     return "/".join(parts) or "."
 
 
-def tool_outputs(trace: Path) -> Iterator[Output]:
-    """Every tool message of a trace as the agent received it, with its origin and what the agent had sent before it."""
+def tool_outputs(trace: Path, opened: Iterable[tuple[str, Optional[list]]] = ()) -> Iterator[Output]:
+    """Every tool message of a trace as the agent received it, with its origin and what the agent had sent before it.
+    `opened`: (call id, the files it opened to read, work/-relative, or None: not observed) of each bash call's tool row,
+    in order (a call id the model reused is matched call by call)."""
     if not Path(trace).is_file():
         return
+    observations: dict[str, list[Optional[list]]] = {}
+    for call_id, files in opened:
+        observations.setdefault(str(call_id), []).append(files)
     calls: dict[str, tuple[str, dict]] = {}  # tool call id -> (name, arguments)
     sent: list[str] = []
     written: set[str] = set()  # work paths the agent's write/edit calls named
@@ -461,9 +515,18 @@ def tool_outputs(trace: Path) -> Iterator[Output]:
                         origin = "agent"
                 elif name in AGENT_WRITES:
                     origin = "agent"
-                elif name == "bash" and isinstance(args.get("command"), str) and not READS_TREE.search(args["command"]):
-                    origin = "agent"  # its output can hold no dataroom text
-                yield Output(int(event.get("turn") or 0), name, _content(message), "\n".join(sent), origin, path)
+                reads, observed = None, None
+                if name == "bash":
+                    queue = observations.get(str(message.get("tool_call_id")), [])
+                    files = queue.pop(0) if queue else None
+                    observed = files is not None
+                    if files is not None:  # what the call opened decides, whatever its command names (tools.opens)
+                        delivered = any(f in announced and f not in written and not bash_wrote_results for f in files if DELIVERED.fullmatch(f))
+                        reads = None if delivered else frozenset(f[len("dataroom/"):] for f in files if f.startswith("dataroom/"))
+                        origin = "tool" if delivered or reads else "agent"  # read no dataroom text: printed only its own
+                    elif isinstance(args.get("command"), str) and not READS_TREE.search(args["command"]):
+                        origin = "agent"  # its output can hold no dataroom text
+                yield Output(int(event.get("turn") or 0), name, _content(message), "\n".join(sent), origin, path, reads, observed)
 
 
 def _strings(value) -> Iterator[str]:
@@ -558,10 +621,31 @@ def shows(p: Passages, text: str, sent: str, elsewhere: Optional[Callable[[str],
     return False
 
 
+def shows_loosely(p: Passages, text: str, said: str, elsewhere: Callable[[str], bool]) -> bool:
+    """shows(), for the output of a call observed to read the gold file: both sides squashed (whitespace gone, casefolded),
+    so a line broken inside a word (`fold -w 40`) or case-changed (`tr a-z A-Z`) is still shown; CONTEXT_CHARS then
+    counts characters other than whitespace. `said`: what the agent sent, squashed; `elsewhere`: the squashed window
+    occurs in another file the call read, or in a path."""
+    flat = squashed(text)
+    for o in p.occurrences:
+        before, anchor, after = squashed(o.line[: o.start]), squashed(o.line[o.start : o.end]), squashed(o.line[o.end :])
+        if not anchor:
+            continue
+        sq = Occurrence(before + anchor + after, len(before), len(before) + len(anchor), ())
+        for a, b in extents(sq, flat):
+            if (b - a) - (sq.end - sq.start) < CONTEXT_CHARS and (a, b) != (0, len(sq.line)):
+                continue
+            window = sq.line[a:b]
+            if window not in said and not elsewhere(window):
+                return True
+    return False
+
+
 def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Iterable[str] = (), source: Optional[Path] = None,
-            spans: Iterable[dict] = ()) -> Evidence:
+            spans: Iterable[dict] = (), opened: Iterable[tuple[str, Optional[list]]] = ()) -> Evidence:
     """Evidence of one run from its dataroom, its trace and the question's gold answer and aliases (`source`: the dataroom
-    the run was given, read only for a gold file gone from its copy; `spans`: the question's `evidence` passages)."""
+    the run was given, read only for a gold file gone from its copy; `spans`: the question's `evidence` passages;
+    `opened`: each bash call's observed opens from its tool row, see tool_outputs)."""
     gold = [g for g in dict.fromkeys(gold_files) if g]
     from .normalize import tokens  # here, not at the top: searchbox.grading imports this module
 
@@ -579,14 +663,13 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
     ev.content_measured = [g for g in gold if any(not r.corpus.elsewhere(s, r.mine[g]) for s in r.spans[g])]  # stops at the first
     pending = {g: r.passages[g] for g in ev.measured}
     unseen = {g: r.spans[g] for g in ev.content_measured}
-    for out in tool_outputs(trace):
-        if not pending and not unseen:
-            break
-        if out.origin == "agent":
+    for out in tool_outputs(trace, opened):
+        if out.observed is not None:
+            ev.bash_observed[out.observed] += 1
+        if (not pending and not unseen) or out.origin == "agent":
             continue
         seen, blocks = views(out.text), attributed(out, r.files)
-        hits = [g for g, p in pending.items()
-                if any(r.owner.get(f) == g and shows(p, t, out.sent, None) for f, t in blocks) or shows(p, seen, out.sent, partial(r.corpus.elsewhere, mine=r.mine[g]))]
+        hits = [g for g, p in pending.items() if _shown(r, g, p, out, seen, blocks)]
         for g in hits:
             del pending[g]
             ev.received.append(g)
@@ -594,7 +677,7 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
             ev.first_turn = out.turn if ev.first_turn is None else ev.first_turn
             if out.tool not in ev.tools:
                 ev.tools.append(out.tool)
-        for g in [g for g, spans in unseen.items()
+        for g in [g for g, spans in unseen.items() if out.reads is None or r.mine[g] & out.reads
                   if any(s in seen and s not in out.sent and not r.corpus.elsewhere(s, r.mine[g]) for s in spans)]:
             del unseen[g]
             ev.content_seen.append(g)
@@ -603,8 +686,37 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
     return ev
 
 
+def _shown(r: Room, g: str, p: Passages, out: Output, seen: str, blocks: list[tuple[str, str]]) -> bool:
+    """Whether one output shows gold file g's passages. A bash call observed to read files shows only theirs: text it
+    printed from no file it read is its own (tools.opens); a window is then distinctive when no other file it read (and
+    no path) holds it, and its squashed copies count too (shows_loosely)."""
+    if out.reads is not None and not r.mine[g] & out.reads:
+        return False
+    if any(r.owner.get(f) == g and shows(p, t, out.sent, None) for f, t in blocks):
+        return True
+    if out.reads is None:
+        return shows(p, seen, out.sent, partial(r.corpus.elsewhere, mine=r.mine[g]))
+    among = out.reads - r.mine[g]
+    return shows(p, seen, out.sent, partial(r.corpus.elsewhere_among, among=among)) \
+        or shows_loosely(p, out.text, squashed(out.sent), partial(r.corpus.squashed_among, among=among))
+
+
+def observed_opens(run_dir: Path) -> list[tuple[str, Optional[list]]]:
+    """(call id, opened) of each bash row of a run's tool_calls.parquet, in order; [] when it has none or is unreadable
+    (then every bash output is judged by its text alone)."""
+    from ..record import artifacts
+    from ..record.record import TOOL_SCHEMA
+
+    try:
+        rows = artifacts.read_table(Path(run_dir), "tool_calls.parquet", TOOL_SCHEMA).to_pylist()
+    except artifacts.DamagedArtifact:
+        return []
+    return [(str(row.get("call_id") or ""), row.get("opened")) for row in rows if row.get("tool") == "bash"]
+
+
 def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = (), spans: Iterable[dict] = ()) -> Evidence:
-    """Evidence of a run directory: its work/dataroom (a real directory, never a link) and trace.jsonl."""
+    """Evidence of a run directory: its work/dataroom (a real directory, never a link), trace.jsonl and, for bash, the
+    opens its tool rows observed (tool_calls.parquet)."""
     from ..corpus.dataroom import POINTER, run_dataroom
 
     run_dir = Path(run_dir)
@@ -612,7 +724,7 @@ def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = (), 
     dataroom = run_dir / "work" / "dataroom" if st is not None and stat.S_ISDIR(st.st_mode) else run_dir / "work" / ".no-dataroom"
     if (run_dir / POINTER).is_file():  # the shared read-only copy the run's work/dataroom showed (corpus.store)
         dataroom = run_dataroom(run_dir)
-    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir), spans)
+    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir), spans, observed_opens(run_dir))
 
 
 def _given(run_dir: Path) -> Optional[Path]:

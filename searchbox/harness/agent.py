@@ -217,7 +217,8 @@ class Agent:
         self.stats.setup_s += out.setup_ms / 1000
         self.stats.malformed_calls += int(out.malformed)
         self._record_call(ToolRow(self.s.turn, step, call["id"], out.tool, out.arguments, list(out.programs), list(out.paths),
-                                  out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars, out.delivered, out.malformed))
+                                  out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars, out.delivered, out.malformed,
+                                  out.opened))
         message = {"role": "tool", "tool_call_id": call["id"], "name": fn["name"], "content": out.output}
         if out.data is not None:
             message["data"] = out.data  # for programs reading the trace; no protocol sends it to the server

@@ -26,6 +26,12 @@ def column(arrow: pa.DataType) -> Any:
     return field(metadata={"arrow": arrow})
 
 
+def nullable(arrow: pa.DataType) -> Any:
+    """A column whose null means something (not known) apart from its empty value: None by default, kept as null in the
+    table and read back as None (older files lack it: not known either). Rows that do not name it leave it None."""
+    return field(default=None, metadata={"arrow": arrow, "nullable": True})
+
+
 @dataclass(frozen=True)
 class TurnRow:
     """One row of turns.parquet: a finished turn (tokens as the server billed them, or estimated and counted so)."""
@@ -70,6 +76,8 @@ class ToolRow:
     output_chars: int = column(pa.int64())
     delivered: str = column(pa.string())
     malformed: bool = column(pa.bool_())  # refused as sent (schema, bounds, or found later): the model's doing
+    opened: Optional[list] = nullable(pa.list_(pa.string()))  # bash: work/-relative files its processes opened to read,
+    #                                                          observed by strace (tools.opens); None: not observed
 
 
 def schema_of(row_class: type) -> pa.Schema:
@@ -82,8 +90,9 @@ TOOL_SCHEMA = schema_of(ToolRow)
 
 
 def make_row(row_class: type, data: dict) -> Any:
-    """A row from a dict that names exactly its fields: an unknown or missing field is an error, not a null column."""
-    names = [f.name for f in dataclasses.fields(row_class)]
+    """A row from a dict that names exactly its fields: an unknown or missing field is an error, not a null column
+    (except a nullable one, whose None says "not known")."""
+    names = [f.name for f in dataclasses.fields(row_class) if not f.metadata.get("nullable") or f.name in data]
     unknown, missing = sorted(set(data) - set(names)), [n for n in names if n not in data]
     if unknown or missing:
         raise ValueError(f"{row_class.__name__}: " + "; ".join(
@@ -107,12 +116,14 @@ def _null(arrow: pa.DataType) -> Any:
 
 def stored_row(row_class: type, data: dict) -> Any:
     """A row read back from a run's table (any schema version): columns it lacks take their null, extra ones are dropped."""
-    return row_class(**{f.name: data[f.name] if data.get(f.name) is not None else _null(f.metadata["arrow"])
-                        for f in dataclasses.fields(row_class)})
+    return row_class(**{f.name: data[f.name] if data.get(f.name) is not None or f.metadata.get("nullable") else _null(f.metadata["arrow"])
+                        for f in dataclasses.fields(row_class) if f.name in data or not f.metadata.get("nullable")})
 
 
-def _cell(value: Any, arrow: pa.DataType) -> tuple[Any, bool]:
+def _cell(value: Any, arrow: pa.DataType, nullable: bool = False) -> tuple[Any, bool]:
     """(value typed and bounded for its column, whether it had to change)."""
+    if nullable and value is None:
+        return None, False
     if pa.types.is_boolean(arrow):
         return (value, False) if isinstance(value, bool) else (bool(value) if isinstance(value, (int, float)) else False, True)
     if pa.types.is_integer(arrow):
@@ -144,7 +155,7 @@ def bounded(row: Any) -> tuple[dict, list[str]]:
     """The row's values typed and bounded for its schema (so no value can fail the write), and the fields that changed."""
     values, changed = {}, []
     for f in dataclasses.fields(row):
-        values[f.name], was_changed = _cell(getattr(row, f.name), f.metadata["arrow"])
+        values[f.name], was_changed = _cell(getattr(row, f.name), f.metadata["arrow"], bool(f.metadata.get("nullable")))
         if was_changed:
             changed.append(f.name)
     return values, changed

@@ -40,6 +40,7 @@ class Outcome:
     delivered: str = ""  # with delivery=file: where the full output was written (relative to work/)
     data: Any = None  # the result as data for programs; only what the model saw (a delivered result: where and how long)
     malformed: bool = False  # refused as the model sent it (InvalidCall): counted as a malformed call
+    opened: Optional[list[str]] = None  # bash: work/-relative files its processes opened to read (tools.opens); None: not observed
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Toolset:
 
     def call(self, name: Any, raw_arguments: Any) -> Outcome:
         start, setup_before = time.monotonic(), self._setup_s()
-        self.ctx.programs, self.ctx.paths = [], []
+        self.ctx.programs, self.ctx.paths, self.ctx.opened = [], [], None
         args_text, malformed = _arguments_text(raw_arguments), False
         try:
             if args_text is None:
@@ -123,7 +124,8 @@ class Toolset:
         setup_s = self._setup_s() - setup_before
         total_ms = (time.monotonic() - start) * 1000
         return Outcome(name if isinstance(name, str) else str(name), args_text or "", ok, shown, error, list(self.ctx.programs),
-                       list(self.ctx.paths), max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered, data, malformed)
+                       list(self.ctx.paths), max(0.0, total_ms - setup_s * 1000), setup_s * 1000, len(text), delivered, data, malformed,
+                       None if self.ctx.opened is None else [valid_text(p) for p in self.ctx.opened])
 
     def _deliver(self, name: str, text: str) -> tuple[str, str]:
         """delivery=file: the whole output goes to work/results/<n>-<tool>.txt; the message says where and how long."""

@@ -226,7 +226,8 @@ def read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 400) -> Tool
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolResult:
     limit = min(float(timeout or ctx.harness.bash_timeout_s), ctx.harness.bash_timeout_s * 4)
     result = sandbox.run_shell(command, ctx.work, [ctx.bind], ctx.sandbox_mode, limit, ctx.harness.output_cap_chars * 4,
-                               sandbox.limits_for(ctx.harness), inside=ctx.inside)
+                               sandbox.limits_for(ctx.harness), inside=ctx.inside, observe_opens=True)
+    ctx.opened = result.opened  # before any error below: a command that timed out still printed what it read
     ctx.programs.extend(sandbox.programs(command))
     ctx.touch_from_text(command)
     out = result.output

@@ -33,7 +33,7 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    """Shared by every tool of one run; `programs` and `paths` are reset per call."""
+    """Shared by every tool of one run; `programs`, `paths` and `opened` are reset per call."""
 
     work: Path
     harness: HarnessConfig
@@ -43,6 +43,7 @@ class ToolContext:
     dataroom_source: Optional[Path] = None  # the shared read-only copy shown at work/dataroom (None: work/dataroom itself)
     programs: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    opened: Optional[list[str]] = None  # bash: work/-relative files the call's processes opened to read (tools.opens); None: not observed
 
     def __post_init__(self) -> None:
         if self.dataroom_source is None and (self.work.parent / "dataroom.json").is_file():

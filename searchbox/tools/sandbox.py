@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SandboxError, SearchboxError
-from . import boxwork, seccomp
+from . import boxwork, opens, seccomp
 from .context import InvalidCall
 
 FILE_SIZE_CAP = 512 * 1024**2  # no single file the agent writes may pass this
@@ -62,6 +62,7 @@ class ShellResult:
     errors: str = ""  # stderr, when kept apart from the output
     killed: str = ""  # why the box was killed before the command ended (a limit it passed)
     full: str = ""  # the call filled work/'s quota, or made what work/ cannot keep: what the model should read (boxwork)
+    opened: Optional[list[str]] = None  # work/-relative files the box's processes opened to read (tools.opens); None: not observed
 
 
 def resolve_mode(mode: str) -> str:
@@ -305,18 +306,21 @@ def _check_argv(argv: list[str]) -> None:
         raise InvalidCall(f"the arguments of {os.path.basename(argv[0])} are {total} bytes together; the most is {MAX_ARGV_BYTES}")
 
 
-def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota, *, stdin, stderr) -> tuple[subprocess.Popen, socket.socket | None]:
+def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota, *, stdin, stderr,
+          tracer: list[str] | None = None) -> tuple[subprocess.Popen, socket.socket | None]:
     """Start the box `wrap` built, under the quota wrapper when there is a quota (then `ours` is the harness's end of
-    the wrapper's socket); the fds handed to the box are closed here whether or not it started."""
+    the wrapper's socket), and all of it under `tracer` when given (tools.opens: outermost, so that it follows the
+    wrapper, bwrap and everything in the box); the fds handed to the box are closed here whether or not it started."""
     ours = theirs = None
+    # bwrap's own environment and folder (its pid 1 keeps them) name no host path: the box sets its own. Unboxed
+    # (sandbox=none) the command runs where it is, in work/ itself.
+    boxed = quota is not None or os.path.basename(full[0]) == "bwrap"
     if quota is not None:
         ours, theirs = socket.socketpair()
         fds.append(theirs.fileno())
         full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
+    full = [*(tracer or ()), *full]
     try:
-        # bwrap's own environment and folder (its pid 1 keeps them) name no host path: the box sets its own. Unboxed
-        # (sandbox=none) the command runs where it is, in work/ itself.
-        boxed = quota is not None or os.path.basename(full[0]) == "bwrap"
         home = "/" if boxed else str(work)
         proc = subprocess.Popen(full, cwd=home, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
                                 env=environment(home), pass_fds=fds)
@@ -335,12 +339,14 @@ def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota,
 
 def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
                  limits: Limits = Limits(), extra_ro: dict[str, str] | None = None, merge_stderr: bool = True,
-                 inside: str | None = None) -> ShellResult:
+                 inside: str | None = None, observe_opens: bool = False) -> ShellResult:
     """Run argv in the box, in its own process group; when it ends (or times out) kill everything it started.
 
     Output is read as it comes and kept up to cap_bytes (stderr apart, also capped, unless merged). With a
     quota (limits.work_bytes), the box's work/ is a sized tmpfs filled from work/ and written back after
-    (tools.boxwork); a call that fills it says so in ShellResult.full.
+    (tools.boxwork); a call that fills it says so in ShellResult.full. With `observe_opens`, the box runs under
+    strace (tools.opens) and ShellResult.opened lists the files under work/ it opened to read; it stays None (not
+    observed) without a box (mode none) or where strace cannot trace (opens.unavailable()).
     """
     _check_argv(argv)  # before anything runs: a NUL, a lone surrogate or a huge argument is refused by exec
     work = Path(work)
@@ -349,12 +355,12 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         raise SandboxError(f"the box's work/ quota cannot be set up here ({why}): set harness.work_quota_mb=0 to run "
                            "without one (the run record then says so)")
     try:
-        return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr, quota, inside)
+        return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr, quota, inside, observe_opens)
     except boxwork.QuotaError:
         # work/ on disk no longer fits (files the harness wrote between calls): run with a tmpfs of its own size
         skip = frozenset(_top_readonly(work, readonly))
         return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr,
-                    boxwork.grown(quota, work, skip), inside)
+                    boxwork.grown(quota, work, skip), inside, observe_opens)
 
 
 def _top_readonly(work: Path, readonly: list[Path]) -> set[str]:
@@ -363,7 +369,36 @@ def _top_readonly(work: Path, readonly: list[Path]) -> set[str]:
 
 
 def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int, limits: Limits,
-         extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota], inside: str | None = None) -> ShellResult:
+         extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota], inside: str | None = None,
+         observe_opens: bool = False) -> ShellResult:
+    log_dir = _opens_dir(work) if observe_opens and mode != "none" and not opens.unavailable() else None
+    try:
+        outside: list[int] = []  # the host pid of bwrap outside the box (strace's child), once the box has started
+        result = _run_box(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr, quota, inside, log_dir,
+                          outside)
+        if log_dir is not None:
+            result.opened = opens.read_log(os.path.join(log_dir, "opens.log"), str(Path(inside) if inside else work.resolve()),
+                                           outside[0] if outside else None)
+        return result
+    finally:
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _opens_dir(work: Path) -> Optional[str]:
+    """A private folder for one call's strace log, in the host's temporary directory: the box shows none of it (its /tmp
+    is its own), so nothing the command does can write or read the record of what it opened. None when the temporary
+    directory lies under work/ (then the box would show it): not observed."""
+    d = tempfile.mkdtemp(prefix="searchbox-opens-")
+    if Path(d).resolve().is_relative_to(work.resolve()):
+        shutil.rmtree(d, ignore_errors=True)
+        return None
+    return d
+
+
+def _run_box(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int, limits: Limits,
+             extra_ro: dict[str, str] | None, merge_stderr: bool, quota: Optional[boxwork.Quota], inside: str | None,
+             log_dir: Optional[str], outside: list[int]) -> ShellResult:
     stage = None
     if quota is not None:
         sources = [*SYSTEM_DIRS, "/etc", str(work.resolve()), *(str(Path(p).resolve()) for p in readonly),
@@ -378,8 +413,9 @@ def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s
         info_r, info_w = os.pipe()
         fds.append(info_w)
         full[1:1] = ["--info-fd", str(info_w)]  # bwrap reports the host pid of the box's pid 1 here
+    tracer = opens.tracer_argv(os.path.join(log_dir, "opens.log")) if log_dir is not None else None
     proc, ours = spawn(full, fds, work, stage, quota, stdin=subprocess.DEVNULL,
-                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
+                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, tracer=tracer)
     kept, errs = bytearray(), bytearray()
     total = [0, 0]
 
@@ -403,6 +439,8 @@ def _run(argv: list[str], work: Path, readonly: list[Path], mode: str, timeout_s
             raise
     start = time.monotonic()
     box = _box_info(info_r) if info_r >= 0 else None
+    if box is not None and log_dir is not None and (parent := _parent_of(box.pid)):
+        outside.append(parent)
     killed: list[str] = []
     stop = threading.Event()
     watchdog = threading.Thread(target=_watch, args=(box, limits, stop, killed), daemon=True) if box else None
@@ -519,6 +557,7 @@ class _Box:
 
     pidfd: int
     pid_ns: int
+    pid: int = 0  # its host pid (for reading its parent: bwrap outside the box)
 
 
 def _watch(box: _Box, limits: Limits, stop: threading.Event, killed: list[str]) -> None:
@@ -547,9 +586,21 @@ def resident(pid_ns: int) -> dict[int, int]:
     return out
 
 
+def _parent_of(pid: int) -> Optional[int]:
+    """A live process's parent pid (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _box_info(info_r: int) -> _Box | None:
-    """The box's pid 1 and pid namespace from bwrap's --info-fd report (None if bwrap failed before reporting)."""
-    data = b""
+    """The box's pid 1 and pid namespace from bwrap's --info-fd report (None if bwrap failed before reporting).
+
+    Read up to the end of the report, not to end of file: a tracer around bwrap (tools.opens) holds the pipe's
+    writing end open as long as the box lives, so end of file would come only when the call is over."""
+    data, info = b"", None
     deadline = time.monotonic() + 10
     try:
         while time.monotonic() < deadline and select.select([info_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
@@ -557,21 +608,24 @@ def _box_info(info_r: int) -> _Box | None:
             if not chunk:
                 break
             data += chunk
+            with contextlib.suppress(ValueError):
+                info = json.loads(data)
+                break
     finally:
         os.close(info_r)
     try:
-        info = json.loads(data)
-        return _Box(os.pidfd_open(int(info["child-pid"])), int(info["pid-namespace"]))
+        return _Box(os.pidfd_open(int(info["child-pid"])), int(info["pid-namespace"]), int(info["child-pid"]))
     except (ValueError, KeyError, TypeError, OSError):
         return None
 
 
 def run_shell(command: str, work: Path, readonly: list[Path], mode: str, timeout_s: float, cap_bytes: int,
-              limits: Limits = Limits(), inside: str | None = None) -> ShellResult:
+              limits: Limits = Limits(), inside: str | None = None, observe_opens: bool = False) -> ShellResult:
     """Run `bash -c command` in the box (work/ at `inside` there, else at its own path); a command exec cannot carry
     is InvalidCall."""
     check_argument(command, "the command")
-    return run_confined(["bash", "-c", command], work, readonly, mode, timeout_s, cap_bytes, limits, inside=inside)
+    return run_confined(["bash", "-c", command], work, readonly, mode, timeout_s, cap_bytes, limits, inside=inside,
+                        observe_opens=observe_opens)
 
 
 def programs(command: str) -> list[str]:

@@ -237,7 +237,8 @@ def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
         sandbox.quota_failure.cache_clear()
 
 
-BOX_MODULES = ("errors.py", "config.py", "corpus/safefs.py", "tools/context.py", "tools/sandbox.py", "tools/seccomp.py", "tools/boxwork.py")  # what the box needs (a normal user's python has no jsonschema)
+BOX_MODULES = ("errors.py", "config.py", "corpus/safefs.py", "tools/context.py", "tools/sandbox.py", "tools/seccomp.py", "tools/boxwork.py",
+               "tools/opens.py")  # what the box needs (a normal user's python has no jsonschema)
 
 
 def _python_for(uid: int) -> str | None:
@@ -286,6 +287,8 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
             "q = s.run_shell('df -P . | tail -1 | cut -d\" \" -f1; head -c 40M /dev/zero > big; for i in $(seq 300); do : > f$i; done 2>/dev/null', "
             "w, [w / 'dataroom'], 'bwrap', 20, 100000, s.Limits(work_bytes=16 << 20, work_files=100))\n"
             "print('QUOTA', q.output.split()[0], bool(q.full))\n"
+            "o = s.run_shell('cat dataroom/a.txt mine.txt', w, [w / 'dataroom'], 'bwrap', 8, 100000, observe_opens=True)\n"
+            "print('OPENED', o.opened if s.opens.unavailable() == '' else 'unavailable')\n"
         )
         proc = subprocess.run(["setpriv", "--reuid=12345", "--regid=12345", "--clear-groups", python, "-c", code],
                               env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "pkg")}, cwd=root, capture_output=True, text=True, timeout=120)
@@ -293,7 +296,8 @@ def test_normal_user_path_runs_the_box_in_a_user_namespace(tmp_path_factory):
         lines = proc.stdout.splitlines()
         assert lines[:6] == ["65534", "hello", "1", "0", "1", "Seccomp:\t2"], proc.stdout[-2000:]
         assert (work / "mine.txt").read_text() == "hi\n"
-        assert lines[-1] == "QUOTA searchbox-work True", proc.stdout[-2000:]  # work/ was the sized tmpfs, and it filled
+        assert lines[-2] == "QUOTA searchbox-work True", proc.stdout[-2000:]  # work/ was the sized tmpfs, and it filled
+        assert lines[-1] in ("OPENED ['dataroom/a.txt', 'mine.txt']", "OPENED unavailable"), proc.stdout[-2000:]  # traced in a user namespace
         assert (work / "big").stat().st_size <= 16 << 20 and len(list(work.glob("f*"))) < 100
         survivors = subprocess.run(["ps", "-o", "stat=", "-u", "12345"], capture_output=True, text=True).stdout.split()
         survivors = [s for s in survivors if not s.startswith("Z")]  # a zombie is dead, only not yet reaped

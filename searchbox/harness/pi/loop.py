@@ -559,7 +559,7 @@ class PiRun:
             self.rowed.add(call_id)
             self.rec.tool_call(ToolRow(turn, step, call_id, out.tool, info.get("arguments") or out.arguments, list(out.programs),
                                        list(out.paths), out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars,
-                                       out.delivered, out.malformed))
+                                       out.delivered, out.malformed, out.opened))
         return Reply(200, {"ok": out.ok, "text": out.output})
 
     # ---- bookkeeping --------------------------------------------------------------------------------------
