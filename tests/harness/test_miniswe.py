@@ -142,3 +142,140 @@ def test_identity_keys_the_pin_and_the_templates_without_importing_it():
     assert out.returncode == 0, out.stderr[-2000:]
     version, length, imported, regex = out.stdout.split(" ", 3)
     assert version == miniswe.PIN and length == "16" and imported == "False" and "mswea_bash_command" in regex
+
+
+@needs_bwrap
+def test_hostile_commands_are_contained_by_the_box_exactly_as_the_native_bash(tmp_path):
+    """The model makes mini-swe-agent's own tool (its bash) reach outside the run: the host's secrets, a write beside
+    work/, the network. Each command runs in the native loop's box: the same output, nothing outside touched."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET\n")
+    with ScriptedServer([]) as probe:
+        port = int(probe.url.rsplit(":", 1)[1].split("/")[0])
+    commands = [
+        f"cat /etc/shadow 2>&1 | head -2; cat {secret} 2>&1; ls /root 2>&1 | head -2; echo END",
+        "echo pwned > ../pwned.txt 2>&1; echo pwned > /tmp/pwned-mini 2>&1; ls .. 2>&1 | head -3; echo WROTE",
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\" 2>/dev/null && echo CONNECTED "
+        "|| echo REFUSED; getent hosts pypi.org || echo NORESOLVE",
+    ]
+    outputs = {}
+    for kind in ("native", "mini-swe-agent"):
+        cfg = make_cfg(kind=kind, budget=1, sandbox="bwrap")
+        cfg.model.protocol = "native"
+        script = ([{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] if kind == "native"
+                  else [act(c) for c in commands] + [act(SUBMIT)])
+        run_dir = tmp_path / kind
+        with ScriptedServer(script) as srv:
+            meta = execute(cfg, QUESTION, None, run_dir, srv.url)
+        assert meta["stop_reason"] == "budget_spent", meta["stop_detail"]
+        assert meta["sandbox"] == "bwrap" and not (run_dir / "pwned.txt").exists() and not (tmp_path / "pwned.txt").exists()
+        outputs[kind] = [m["content"] for m in messages(run_dir) if m["role"] == "tool"][: len(commands)]
+    assert outputs["mini-swe-agent"] == outputs["native"]
+    host, write, net = outputs["mini-swe-agent"]
+    assert "root:" not in host and "TOP-SECRET" not in host and "END" in host
+    assert "WROTE" in write and not Path("/tmp/pwned-mini").exists()  # the box's /tmp is its own
+    assert "REFUSED" in net and "NORESOLVE" in net
+
+
+def test_a_run_ceiling_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path):
+    cfg = mini_cfg(budget=2, run_ceiling_s=3.0)
+    script = [act(GREP), {"sleep": 5.0, **act("ls dataroom")}, act(SUBMIT)]
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "ceiling_seconds" and meta["status"] == "complete", meta["stop_detail"]
+    turns, calls = tables(tmp_path / "run")
+    assert list(turns["turn"]) == [1] and list(turns["ended_by"]) == ["stop"]  # the turn cut short has its row
+    assert list(calls["tool"]) == ["bash"] and calls["ok"].all() and meta["tool_calls"] == 1
+    assert meta["llm_calls"] == 1 and turns["llm_calls"].sum() == 1 and meta["elapsed_s"] < 10
+    assert trace(tmp_path / "run")[-1]["type"] == "stop"
+
+
+def test_a_token_budget_spent_mid_turn_stops_before_the_next_command(tmp_path):
+    cfg = mini_cfg(budget=2500, budget_unit="tokens")
+    script = [act(GREP), act("ls dataroom"), act("ls"), act("pwd"), act("date")] * 4
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "token_budget_spent" and meta["tokens"]["total"] >= 2500, meta["stop_detail"]
+    turns, calls = tables(tmp_path / "run")
+    assert meta["llm_calls"] == len(srv.requests) == turns["llm_calls"].sum() and meta["tokens"]["prompt"] == srv.usage_total["prompt"]
+    assert len(calls) == meta["llm_calls"] - 1  # the reply that spent the budget was billed, its command never ran
+    assert list(turns["ended_by"])[-1] == "stop"
+
+
+def test_a_paused_run_resumes_mid_turn_from_its_checkpoint_with_the_accounting_continuous(tmp_path):
+    cfg = mini_cfg(budget=2)
+    run_dir = tmp_path / "run"
+    asked = []
+
+    def pause():  # polled before each model call: pause before the third
+        asked.append(1)
+        return len(asked) > 2
+
+    with ScriptedServer([act(GREP), act("ls dataroom")]) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url, should_pause=pause)
+    assert meta["stop_reason"] == "paused" and meta["llm_calls"] == 2, meta["stop_detail"]
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["harness"] == "mini-swe-agent" and state["state"]["step"] == 2 and state["state"]["turn"] == 1
+    with ScriptedServer([act(SUBMIT, "It is 38.4 metres."), act(SUBMIT, "38.4 metres.")]) as srv2:
+        again = resume(run_dir, srv2.url)
+    assert again["stop_reason"] == "budget_spent" and again["turns"] == 2 and again["resumes"] == 1, again["stop_detail"]
+    first = srv2.requests[0]["messages"]
+    assert QUESTION in first[1]["content"] and first[-1]["role"] == "user" and "<returncode>0</returncode>" in first[-1]["content"]
+    assert again["tokens"]["prompt"] == meta["tokens"]["prompt"] + srv2.usage_total["prompt"] and again["llm_calls"] == 4
+    turns, calls = tables(run_dir)
+    assert list(turns["turn"]) == [1, 2] and list(turns["llm_calls"]) == [3, 1] and list(calls["step"]) == [1, 2, 3, 1]
+    assert turns["prompt_tokens"].sum() == again["tokens"]["prompt"] and again["answer"].strip() == "38.4 metres."
+
+
+@pytest.mark.parametrize("damage", ["messages", "version", "counter"])
+def test_a_damaged_checkpoint_refuses_to_resume_in_one_line(tmp_path, damage):
+    cfg = mini_cfg(budget=1)
+    run_dir = tmp_path / "run"
+    with ScriptedServer([act(GREP), act(SUBMIT, "38.4 metres.")]) as srv:
+        execute(cfg, QUESTION, None, run_dir, srv.url)
+    path = run_dir / "state.json"
+    state = json.loads(path.read_text())
+    if damage == "messages":
+        state["state"]["messages"][1] = {"role": "tool", "content": 7}
+    elif damage == "version":
+        state["version"] = 99
+    else:
+        state["state"]["step"] = "two"
+    path.write_text(json.dumps(state))
+    before = (run_dir / "run_meta.json").read_text()
+    with pytest.raises(SearchboxError) as err:
+        resume(run_dir, "http://127.0.0.1:9", budget=2)
+    assert "cannot resume" in str(err.value) and "\n" not in str(err.value)
+    assert (run_dir / "run_meta.json").read_text() == before  # the run is left as it was
+
+
+def test_nothing_is_written_outside_the_run_and_litellm_is_never_imported(tmp_path):
+    """mini-swe-agent creates its global config folder (~/.config/mini-swe-agent) and loads a .env from it when it is
+    imported, and its models call litellm: in a fresh process with its own HOME, a run leaves HOME empty, points that
+    folder into the run, prints no banner and never imports litellm."""
+    home = tmp_path / "home"
+    home.mkdir()
+    code = f"""
+import json, sys
+from tests.conftest import make_cfg
+from tests.fakes.scripted_server import ScriptedServer
+from searchbox.run.runner import execute
+cfg = make_cfg(kind="mini-swe-agent", budget=1)
+script = [{{"content": "```mswea_bash_command\\nls dataroom\\n```"}}, {{"content": "```mswea_bash_command\\n{SUBMIT}\\n```"}}]
+with ScriptedServer(script) as srv:
+    meta = execute(cfg, "How tall is Gannet Rock?", None, {str(tmp_path / 'run')!r}, srv.url)
+import minisweagent
+print(json.dumps({{"stop": meta["stop_reason"], "litellm": "litellm" in sys.modules, "openai": "openai" in sys.modules,
+                  "config_dir": str(minisweagent.global_config_dir)}}))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MSWEA_"))}
+    env.update(HOME=str(home), MSWEA_GLOBAL_CONFIG_DIR="", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env.pop("MSWEA_GLOBAL_CONFIG_DIR")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["stop"] == "budget_spent" and not result["litellm"] and not result["openai"]
+    assert Path(result["config_dir"]) == tmp_path / "run" / "miniswe" / "config"
+    assert list(home.rglob("*")) == []  # no ~/.config/mini-swe-agent, no cache, no history
+    assert "mini-swe-agent" not in out.stdout and "mini-swe-agent" not in out.stderr  # no banner
