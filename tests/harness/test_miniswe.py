@@ -190,6 +190,18 @@ def test_a_run_ceiling_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path)
     assert trace(tmp_path / "run")[-1]["type"] == "stop"
 
 
+def test_a_turn_ceiling_ends_its_loop_mid_turn_and_budget_forcing_goes_on(tmp_path):
+    cfg = mini_cfg(budget=2, turn_ceiling_s=2.0)
+    script = [act(GREP), {"sleep": 4.0, **act("ls dataroom")}, act(SUBMIT, "38.4 metres.")]
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 2, meta["stop_detail"]
+    turns, calls = tables(tmp_path / "run")
+    assert list(turns["ended_by"]) == ["turn_ceiling", "submitted"] and list(calls["turn"]) == [1, 2]
+    assert srv.user_messages("Continue.") == 1 and meta["answer"].strip() == "38.4 metres."
+    assert [e["status"] for e in trace(tmp_path / "run") if e["type"] == "exit"] == ["EndTurn", "Submitted"]
+
+
 def test_a_token_budget_spent_mid_turn_stops_before_the_next_command(tmp_path):
     cfg = mini_cfg(budget=2500, budget_unit="tokens")
     script = [act(GREP), act("ls dataroom"), act("ls"), act("pwd"), act("date")] * 4
@@ -279,3 +291,18 @@ print(json.dumps({{"stop": meta["stop_reason"], "litellm": "litellm" in sys.modu
     assert Path(result["config_dir"]) == tmp_path / "run" / "miniswe" / "config"
     assert list(home.rglob("*")) == []  # no ~/.config/mini-swe-agent, no cache, no history
     assert "mini-swe-agent" not in out.stdout and "mini-swe-agent" not in out.stderr  # no banner
+
+
+def test_the_sweep_axis_composes_harness_mini_swe_agent():
+    """`harness=mini-swe-agent` is a config group option (conf/harness/mini-swe-agent.yaml) that the sweep composes."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from searchbox.sweep.job import CONF_DIR, register_schema
+
+    register_schema()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        swept = OmegaConf.to_object(compose(config_name="config", overrides=["harness=mini-swe-agent", "tools=none"]))
+    cfg = swept.run_config()
+    assert cfg.harness.kind == "mini-swe-agent" and cfg.harness.max_steps_per_turn == 24
+    miniswe.MiniSweHarness().check(cfg)  # tools=none: the bash-only tier it runs
