@@ -306,3 +306,36 @@ def test_the_sweep_axis_composes_harness_mini_swe_agent():
     cfg = swept.run_config()
     assert cfg.harness.kind == "mini-swe-agent" and cfg.harness.max_steps_per_turn == 24
     miniswe.MiniSweHarness().check(cfg)  # tools=none: the bash-only tier it runs
+
+
+def test_a_run_killed_mid_turn_resumes_from_its_last_step(tmp_path):
+    """The process running mini-swe-agent is killed (SIGKILL) while a model call is in flight: `--resume` picks the turn
+    up at its last step boundary, with the rows and tokens of the steps before it."""
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    root = Path(__file__).resolve().parents[2]
+    with ScriptedServer([act(GREP), {"sleep": 60.0, **act("ls")}]) as srv:
+        code = ("import sys; from tests.conftest import make_cfg; from searchbox.run.runner import execute; "
+                f"execute(make_cfg(kind='mini-swe-agent', budget=1), {QUESTION!r}, None, {str(run_dir)!r}, {srv.url!r})")
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        child = subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while len(srv.requests) < 2 and time.monotonic() < deadline and child.poll() is None:
+                time.sleep(0.1)
+            assert len(srv.requests) == 2, child.stderr.read().decode()[-2000:] if child.poll() is not None else "no second call"
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"]["turn"] == 1 and state["state"]["step"] == 1  # the boundary before the call that was in flight
+    with ScriptedServer([act(SUBMIT, "38.4 metres.")]) as srv2:
+        meta = resume(run_dir, srv2.url)
+    assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 1 and meta["resumes"] == 1, meta["stop_detail"]
+    turns, calls = tables(run_dir)
+    assert list(calls["step"]) == [1, 2] and list(calls["programs"].iloc[0])[:1] == ["grep"] and list(turns["llm_calls"]) == [2]
+    assert meta["llm_calls"] == 2 and meta["answer"].strip() == "38.4 metres."
