@@ -281,14 +281,14 @@ print(json.dumps({{"stop": meta["stop_reason"], "litellm": "litellm" in sys.modu
                   "config_dir": str(minisweagent.global_config_dir)}}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MSWEA_"))}
-    env.update(HOME=str(home), MSWEA_GLOBAL_CONFIG_DIR="", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    env.pop("MSWEA_GLOBAL_CONFIG_DIR")
+    env.update(HOME=str(home), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).resolve().parents[2], timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["stop"] == "budget_spent" and not result["litellm"] and not result["openai"]
     assert Path(result["config_dir"]) == tmp_path / "run" / "miniswe" / "config"
+    assert list(Path(result["config_dir"]).iterdir()) == []  # an empty folder: no .env to load, nothing written there
     assert list(home.rglob("*")) == []  # no ~/.config/mini-swe-agent, no cache, no history
     assert "mini-swe-agent" not in out.stdout and "mini-swe-agent" not in out.stderr  # no banner
 
