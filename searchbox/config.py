@@ -24,6 +24,7 @@ INDEX_BACKENDS = ("exact", "ann")
 HARNESS_KINDS: dict[str, str] = {
     "native": "searchbox.harness.native:NativeHarness",
     "pi": "searchbox.harness.pi:PiHarness",
+    "mini-swe-agent": "searchbox.harness.miniswe:MiniSweHarness",
 }
 
 
