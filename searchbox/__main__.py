@@ -109,6 +109,13 @@ def _pi() -> str:
     return f"{pi.version} under {pi.root} (node {pi.node_version} at {pi.node}); runs inside the box, offline"
 
 
+def _miniswe() -> str:
+    from .harness import miniswe
+
+    root = miniswe.require()
+    return f"mini-swe-agent {miniswe.PIN} at {root}; driven in-process, its commands in the run's box, litellm never loaded"
+
+
 def _quota() -> str:
     from .tools.sandbox import quota_failure
 
@@ -170,6 +177,7 @@ CHECKS = [
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
     Check("env knobs", False, _knobs, "fix or unset the knob named"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
+    Check("mini-swe-agent (harness=mini-swe-agent)", False, _miniswe, "pip install mini-swe-agent==2.4.6 (scripts/install.sh installs it)"),
 ]
 
 

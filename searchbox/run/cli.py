@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tools", default=None, help="a tier (none, high, low, all, grep_only, vector_only) or comma-separated tool names")
     parser.add_argument("--delivery", choices=["inline", "file"], default="inline", help="tool results in the message, or in work/results/")
     parser.add_argument("--protocol", choices=["auto", "native", "json"], default="auto")
-    parser.add_argument("--harness", choices=harnesses.kinds(), default="native", help="what drives the model: native (searchbox's loop) or pi (the reference agent, after `python -m searchbox setup`)")
+    parser.add_argument("--harness", choices=harnesses.kinds(), default="native", help="what drives the model: native (searchbox's loop), pi (the reference agent, after `python -m searchbox setup`) or mini-swe-agent (its own loop over the run's boxed bash)")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default: runs/<timestamp>); must be new or empty")
     parser.add_argument("--overwrite", action="store_true", help="clear a non-empty --out first")
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", default=None, help="continue a stopped run from its last checkpoint")
