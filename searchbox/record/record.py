@@ -427,6 +427,9 @@ class Recorder:
         atomic_write(self.run_dir / "snapshots" / f"ANSWER-t{turn}.md", bounds.valid_text(text))
 
     def checkpoint(self, state: dict) -> None:
+        """The harness's state at a step boundary, after the rows so far: a process killed mid-turn (SIGKILL, no stop
+        handler) resumes from this state with the rows it counts already on disk, not with the turn's rows lost."""
+        self.flush()
         atomic_write(self.run_dir / STATE_FILE, json.dumps(state, default=str))
 
     def flush(self) -> None:

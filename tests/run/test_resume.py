@@ -235,3 +235,35 @@ def test_resume_with_file_delivery_and_a_token_budget_equals_a_straight_run(tmp_
     assert sorted(p.name for p in (run_dir / "work" / "results").iterdir()) == \
         sorted(p.name for p in (tmp_path / "straight" / "work" / "results").iterdir())
     pd.testing.assert_frame_equal(tables(run_dir)[0][SAME], tables(tmp_path / "straight")[0][SAME])
+
+
+def test_a_native_run_killed_mid_turn_keeps_the_rows_of_the_steps_before(tmp_path):
+    """SIGKILL while a model call is in flight (no stop handler runs): the rows of the turn's earlier steps were only in
+    memory, so a resume had a record saying tool_calls=1 over an empty tool_calls.parquet. A checkpoint now writes the
+    tables before the state, so what the state counts is on disk."""
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    with ScriptedServer([GREP, {"sleep": 60.0, "content": "late"}]) as srv:
+        code = ("from tests.conftest import make_cfg; from searchbox.run.runner import execute; "
+                f"execute(make_cfg(budget=1), 'How tall?', None, {str(run_dir)!r}, {srv.url!r})")
+        child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while len(srv.requests) < 2 and time.monotonic() < deadline and child.poll() is None:
+                time.sleep(0.1)
+            assert len(srv.requests) == 2, child.stderr.read().decode()[-2000:] if child.poll() is not None else "no second call"
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    _, calls = tables(run_dir)
+    assert list(calls["tool"]) == ["grep"]  # on disk at the kill: the step before the call in flight
+    with ScriptedServer([{"content": "38.4 metres."}]) as srv2:
+        meta = resume(run_dir, srv2.url)
+    turns, calls = tables(run_dir)
+    assert meta["stop_reason"] == "budget_spent" and meta["tool_calls"] == 1 == len(calls) and list(calls["tool"]) == ["grep"]
+    assert list(turns["tool_calls"]) == [1]

@@ -337,10 +337,7 @@ class MiniRun:
         s = self.s
         s.messages = [m for m in messages if m.get("role") != "exit"]
         s.format_errors = self.agent.n_consecutive_format_errors
-        # The rows so far reach disk with the checkpoint (the Recorder writes them only at a turn's end): a process killed
-        # mid-turn resumes from this step with the rows of the steps before it, not with the turn's rows lost.
-        self.rec.flush()
-        self.rec.checkpoint({"harness": KIND, "version": STATE_VERSION, "state": dump(s)})
+        self.rec.checkpoint({"harness": KIND, "version": STATE_VERSION, "state": dump(s)})  # the rows so far reach disk first
 
     def _update_record(self, stop: str, detail: str) -> None:
         r, s = self.rec.record, self.s
