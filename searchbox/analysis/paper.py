@@ -183,7 +183,7 @@ def grep_vs_vector(frames: Frames, grader: Optional[str] = None) -> Figure:
     grader = grader or frames.headline
     panels = [(grader, f"accuracy ({grader})", True)]
     if "evidence_recall" in frames.runs.columns and frames.runs["evidence_recall"].notna().any():
-        panels.append(("evidence_recall", "evidence recall (share of gold files seen)", True))
+        panels.append(("evidence_recall", "evidence recall (share of gold files whose answer passage reached the agent)", True))
     return _tier_delivery_figure(frames, panels, "Retrieval tier x result delivery (means over questions, 95% CI resampling questions)")
 
 
