@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Optional, Protocol
 
 from ..grading.normalize import tokens
-from .names import FRONT_MATTER, AuditedQuestion, entities
+from .names import FRONT_MATTER, QUOTED, AuditedQuestion, entities
 
 
 
@@ -64,6 +64,7 @@ LABEL = re.compile(r"^\s*(?:[-*+]\s+)?[*_]{0,2}([A-Za-z][\w ]{0,30}?)[*_]{0,2}\s
 ITEM = re.compile(r"^\s+-\s+(.*?)\s*$")
 PASSAGE_LINES = 4  # a passage reaches this many lines either side of the gold's line, inside its paragraph or list item
 BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#|\|)")
+IDENT_WORD = re.compile(r"\b[\w.]*(?:\d[\w.]*-|-[\w.-]*\d|\w-\w)[\w.-]*")  # jina-embeddings-v2, 8k-token
 OK, PART, OTHER, OFF = "ok", "gold_is_part_of_value", "gold_is_other_field", "gold_file_off_subject"
 
 
@@ -83,12 +84,14 @@ def fields_of_key(key: str) -> frozenset[str]:
 
 
 def asked_field(q: AuditedQuestion) -> Optional[str]:
-    """The field the question asks: its builder template's, else the first field whose words the question uses."""
+    """The field the question asks: its builder template's, else the first field whose words the question uses outside
+    the names it gives (quoted titles, identifiers with a hyphen or a digit)."""
     template = getattr(q, "template", "") or ""
     for suffix, name in TEMPLATE_SUFFIXES:
         if template.endswith(suffix) or template.endswith(suffix + "s"):
             return name
-    return next((name for name, rx in ASKED_WORDS if rx.search(q.question)), None)
+    words = IDENT_WORD.sub(" ", QUOTED.sub(" ", q.question))  # a title's words ask nothing: "...High-Dimensional Cosine..."
+    return next((name for name, rx in ASKED_WORDS if rx.search(words)), None)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,11 @@ def test_the_field_asked_is_read_from_the_template_then_the_words():
     assert asked_field(q("On what date was the model that superseded it released?", "A", [])) == "release_date"
     assert asked_field(q("Anything?", "A", [], template="post_date")) == "published_at"
     assert asked_field(q("How tall is the Gannet Rock lighthouse?", "38.4 metres", [])) is None
+    # a title's words ask nothing (the seed set's jq118, jq119 were read as asking a dimension)
+    title = '"Does Subspace Cosine Similarity Imply High-Dimensional Cosine Similarity?"'
+    assert asked_field(q(f"When was the article {title} first published? Give the date.", "A", [])) == "published_at"
+    assert asked_field(q(f"Who wrote the article {title}?", "A", [])) == "authors"
+    assert asked_field(q("What is the release date of jina-embeddings-8k-tokens?", "A", [])) == "release_date"
 
 
 def test_the_field_checks_are_linear_on_a_big_file():
