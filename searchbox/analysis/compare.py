@@ -93,7 +93,11 @@ def paired_comparison(runs: pd.DataFrame, grader: str, a: dict, b: dict, design:
                 raise PooledArm(f"arm {name} ({label(arm)}) pools {col} = {', '.join(sorted(set(_keys(rows[col]))))}: give it a value")
         arms.append(_per_question(rows, grader))
     qa, qb = arms[0].align(arms[1], join="inner")
-    diff, lo, hi = paired_bootstrap((qa - qb).to_numpy(), n_boot=n_boot, seed=seed)
+    groups = None  # questions that ask one fact resample together (analysis/facts.py)
+    if "fact_group" in runs.columns and len(qa):
+        group_of = runs.assign(_q=runs["question_id"].astype(str)).drop_duplicates("_q").set_index("_q")["fact_group"]
+        groups = [str(group_of.get(q, f"question {q}")) for q in qa.index]
+    diff, lo, hi = paired_bootstrap((qa - qb).to_numpy(), n_boot=n_boot, seed=seed, groups=groups)
     binary = bool(len(qa)) and np.isin(qa.to_numpy(), (0.0, 1.0)).all() and np.isin(qb.to_numpy(), (0.0, 1.0)).all()
     a_only, b_only = int(((qa == 1) & (qb == 0)).sum()), int(((qa == 0) & (qb == 1)).sum())
     # `p`: McNemar's exact test on binary grades, the sign-flip test on per-question means (repeats averaged, F1)

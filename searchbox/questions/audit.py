@@ -32,7 +32,7 @@ from typing import Iterable, Optional
 import yaml
 
 from ..grading.normalize import fold, tokens
-from . import fields
+from . import facts, fields
 from .names import FRONT_MATTER, IDENT, AuditedQuestion, entities  # noqa: F401 - entities, AuditedQuestion: read by the audit's callers
 
 REASONS = {  # id -> what it means, in the order the table lists them
@@ -407,14 +407,18 @@ def audit(questions: list[AuditedQuestion], corpus: Corpus) -> list[Finding]:
     return out
 
 
-def report(findings: list[Finding]) -> str:
-    """The audit as people read it: a table of checks, each failing question with its reasons, and a one-line verdict."""
+def report(findings: list[Finding], questions: Optional[list[AuditedQuestion]] = None) -> str:
+    """The audit as people read it: a table of checks, each failing question with its reasons, how many distinct facts the
+    questions ask (questions/facts.py: reports resample facts), and a one-line verdict."""
     kinds = sorted({f.type or "-" for f in findings})
     rows = [("check", *kinds, "meaning")]
     for reason, meaning in REASONS.items():
         rows.append((reason, *(str(sum(reason in f.reasons and (f.type or "-") == k for f in findings)) for k in kinds), meaning))
     rows.append(("questions", *(str(sum((f.type or "-") == k for f in findings)) for k in kinds), ""))
     rows.append(("pass", *(str(sum(f.ok and (f.type or "-") == k for f in findings)) for k in kinds), ""))
+    if questions:
+        rows.append(("distinct facts", *(str(facts.count(q for q in questions if (q.type or "-") == k)[1]) for k in kinds),
+                     "questions that ask one fact (answer file, normalised gold) count once in a report's CIs"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
     failing = [f for f in findings if not f.ok]
@@ -423,8 +427,20 @@ def report(findings: list[Finding]) -> str:
         lines += [str(f) for f in failing]
     if any((f.type or "-") in DERIVED for f in findings):
         lines += ["", f"({', '.join(sorted(DERIVED))} answers are worked out from the files, not looked for in them)"]
+    if questions:
+        lines += ["", facts_line(questions)]
     lines += ["", verdict(findings)]
     return "\n".join(lines)
+
+
+def facts_line(questions: list[AuditedQuestion]) -> str:
+    """"N questions, M distinct facts", by type where a type shares facts, and the fact most asked."""
+    n, m, per = facts.count(questions)
+    kinds = sorted({q.type or "-" for q in questions})
+    shared = [f"{k}: {a} questions, {b} facts" for k in kinds for a, b, _ in [facts.count(q for q in questions if (q.type or "-") == k)] if a != b]
+    top, times = per.most_common(1)[0] if per else ("", 0)
+    return (f"{n} questions, {m} distinct facts" + (f" ({'; '.join(shared)})" if shared else "")
+            + (f"; the most asked, {top!r}, by {times} questions" if times > 1 else "") + ".")
 
 
 def verdict(findings: list[Finding]) -> str:
