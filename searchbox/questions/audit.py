@@ -63,7 +63,7 @@ FIELDS_BY_WORDS = (("license", re.compile(r"\blicen[cs]", re.I)), ("parameter_si
                    ("release_date", re.compile(r"\breleas", re.I)))  # first match wins: "Under which license is M released?" asks the license
 PARAMS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(million|billion|thousand|[MBK])\b[\s-]*(?:parameters?|params)\b", re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
-HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+HEADING = re.compile(r"^#{1,6}[ \t]+(\S.*)$", re.M)  # greedy, stripped in Python (a lazy tail backtracks on long space runs)
 HEADING_SCAN = 64 * 1024  # a first heading is looked for this far into a file (bounded on big files)
 COMPARED = re.compile(r"\b(?:than|under|over|up to|below|above|at most|at least|to)\s*~?\s*$", re.I)
 
@@ -182,7 +182,7 @@ def titles_of(corpus: Corpus, path: str) -> list[str]:
     title = corpus.meta.get(path, {}).get("title")
     body = FRONT_MATTER.sub("", corpus.texts.get(path, "")[:HEADING_SCAN], count=1)
     heading = HEADING.search(body)
-    return [str(t) for t in dict.fromkeys([title, heading[1].strip() if heading else None]) if t]
+    return [str(t) for t in dict.fromkeys([title, heading[1].strip().rstrip("#").strip() if heading else None]) if t]
 
 
 def field_of(q: AuditedQuestion) -> Optional[str]:

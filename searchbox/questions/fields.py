@@ -59,9 +59,10 @@ TEMPLATE_SUFFIXES = (("post_date", "published_at"), ("card_to_post_date", "publi
                      ("dimension", "output_dimension"))  # the builder's templates (questions/build.py), by how their names end
 LIST_SPLIT = re.compile(r"\s*(?:,|;|&|\band\b)\s*", re.I)  # "Ann, Bob and Cy": the items of a list written as text
 LIST_FIELDS = frozenset({"authors"})  # fields whose text value is a list of names
-KEY = re.compile(r"^([A-Za-z_][\w-]{0,63})\s*:\s*(.*?)\s*$")
-LABEL = re.compile(r"^\s*(?:[-*+]\s+)?[*_]{0,2}([A-Za-z][\w ]{0,30}?)[*_]{0,2}\s*:[*_]{0,2}\s+(\S.*?)\s*$")
-ITEM = re.compile(r"^\s+-\s+(.*?)\s*$")
+# greedy tails, stripped in Python: a lazy `(.*?)\s*$` backtracks quadratically on a line with a long run of spaces
+KEY = re.compile(r"^([A-Za-z_][\w-]{0,63})[ \t]*:(.*)$")
+LABEL = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?[*_]{0,2}([A-Za-z][\w ]{0,30}?)[*_]{0,2}[ \t]*:[*_]{0,2}[ \t]+(\S.*)$")
+ITEM = re.compile(r"^[ \t]+-[ \t]+(.*)$")
 PASSAGE_LINES = 4  # a passage reaches this many lines either side of the gold's line, inside its paragraph or list item
 BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#|\|)")
 IDENT_WORD = re.compile(r"\b[\w.]*(?:\d[\w.]*-|-[\w.-]*\d|\w-\w)[\w.-]*")  # jina-embeddings-v2, 8k-token
@@ -132,18 +133,18 @@ def statements(text: str, front_lines: int) -> list[Statement]:
         if not m:
             i += 1
             continue
-        j, items = i + 1, list(_items(m[1], m[2]))
+        j, items = i + 1, list(_items(m[1], m[2].strip()))
         while j < front_lines - 1 and (ITEM.match(lines[j]) or (lines[j][:1].isspace() and lines[j].strip())):
             item = ITEM.match(lines[j])
             if item:
-                items.append(_unquote(item[1]))
+                items.append(_unquote(item[1].strip()))
             j += 1
         out.append(Statement(m[1], tuple(x for x in items if x), (i, j)))
         i = j
     for n in range(front_lines, len(lines)):
         m = LABEL.match(lines[n]) if ":" in lines[n] else None
         if m and fields_of_key(m[1]):
-            out.append(Statement(m[1], _items(m[1], m[2]), (n, n + 1)))
+            out.append(Statement(m[1], _items(m[1], m[2].strip()), (n, n + 1)))
     return out
 
 

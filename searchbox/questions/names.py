@@ -26,9 +26,14 @@ def entities(question: str) -> list[str]:
     quoted = [next(g for g in m.groups() if g) for m in QUOTED.finditer(question)]
     rest = QUOTED.sub(" ", question)
     idents = [w for w in IDENT.findall(rest) if len(w) >= 4 and (re.search(r"\d", w) or "-" in w.strip("-"))]
-    names, run = [], []
+    names, run, end, before = [], [], 0, ""  # before: the last non-space character ahead of the word (linear: a passage can be long)
     for m in [*re.finditer(r"[\w'-]+", rest), None]:
-        initial = m is not None and (not rest[: m.start()].strip() or rest[: m.start()].rstrip()[-1] in ".?!:")
+        if m is not None:
+            gap = rest[end : m.start()].rstrip()
+            before, end = (gap[-1] if gap else before), m.end()
+        initial = m is not None and (not before or before in ".?!:")
+        if m is not None:
+            before = m[0][-1]
         if m is not None and m[0][:1].isupper() and not initial and m[0].lower() not in QUESTION_WORDS:
             run.append(m[0])
         elif run:

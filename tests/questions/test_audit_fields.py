@@ -105,3 +105,13 @@ def test_the_field_checks_are_linear_on_a_big_file():
     found = audit_one(q("In what year was the Gannet Rock lighthouse restored?", "1902", ["big.md"]), corpus)
     assert found.reasons == ["gold_file_off_subject"]
     assert time.perf_counter() - start < 30
+
+
+def test_a_line_of_spaces_does_not_stall_the_field_checks():
+    """A label line with 200,000 spaces before its end (a lazy `(.*?)\\s*$` backtracks on it quadratically)."""
+    spaces = " " * 200_000
+    text = f"---\ntitle: \"Gannet Rock\"{spaces}x\nreleased: 1902{spaces}x\n---\n# Gannet Rock{spaces}#x\n\nReleased: 1902{spaces}x\n"
+    corpus = Corpus.of({"g.md": text})
+    start = time.perf_counter()
+    audit_one(q("When was the Gannet Rock lighthouse released?", "1902", ["g.md"]), corpus)
+    assert time.perf_counter() - start < 20

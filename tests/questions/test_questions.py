@@ -113,6 +113,7 @@ def test_the_packaged_set_fails_only_for_its_front_matter_shortcuts(capsys):
     failing = out.split("failing questions:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert len(failing) == 39 and all(": answer_file_names_entity (" in ln and ";" not in ln for ln in failing)
     assert out.strip().splitlines()[-1].startswith("audit failed: 39 of 397 questions")
+    assert "397 questions, 340 distinct facts (multi-hop: 57 questions, 35 facts)" in out  # issue 29: 57 questions, 35 facts
 
 
 def test_the_tiny_packaged_set_audits_clean():
@@ -172,13 +173,14 @@ def test_the_audit_gives_each_reason(tmp_path, capsys):
     assert found[-1].id == "ok" and found[-1].reasons == ["duplicate_id"]  # the second of two
     assert main(["audit", str(path), str(corpus)]) == 1
     out = capsys.readouterr().out
-    failing = out.split("failing questions:\n", 1)[1].strip().splitlines()[:-1]
+    failing = out.split("failing questions:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     lines = {ln.split(":", 1)[0]: ln for ln in failing if ln}
     for qid, (*_, reasons) in BAD.items():
         assert all(r in lines[qid] for r in reasons)
     assert lines["ok"] == "ok: duplicate_id" and len(lines) == 12
     assert "137M" in lines["params"] and "161 million" in lines["params"]  # says which values disagree
     assert out.strip().splitlines()[-1].startswith("audit failed: 12 of 13 questions")
+    assert "13 questions, 11 distinct facts" in out  # the two "ok" and "onefile" ask jx-two-1.5b.md's license
     assert main(["audit", str(path), str(corpus)]) == 1
 
 
