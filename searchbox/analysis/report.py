@@ -169,7 +169,8 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     where += f"; every one{also} is in [{pairs_csv}]({pairs_csv})." if pairs_csv else "."
     parts += [f"## Paired comparisons ({grader}, same questions)", "",
               f"a minus b per question, averaged; CI from resampling {_resampled(runs)}; `p`: McNemar's exact test on binary grades "
-              f"(a_only: a right and b wrong), else the sign-flip test on per-question means; `p_adj`: {METHOD_NAME[method]}-adjusted "
+              f"(a_only: a right and b wrong), else the sign-flip test on per-question means (`sign-flip by fact` where questions share a fact: "
+              f"each fact's questions flip together); `p_adj`: {METHOD_NAME[method]}-adjusted "
               f"over its `family` (`--family {family}`). {where}", "", *describe_families(pairs, method), "",
               *power_lines(shown), "", _md(shown.drop(columns=["mcnemar_p"], errors="ignore").head(MD_PAIRS)), ""]  # `p` holds it
     if has_repeats(runs, conds):

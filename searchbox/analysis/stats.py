@@ -76,12 +76,18 @@ N_FLIPS = 10000
 EXACT_FLIPS = 16  # up to this many non-zero differences every sign pattern is enumerated (2^16)
 
 
-def sign_flip_p(diffs: Iterable[float], n_flips: int = N_FLIPS, seed: int = 0) -> float:
+def sign_flip_p(diffs: Iterable[float], n_flips: int = N_FLIPS, seed: int = 0, groups: Optional[Iterable] = None) -> float:
     """Two-sided p-value that per-question differences are centred on 0: the share of sign flips (each question's
     difference negated or not, as if the arms were swapped on it) whose mean is at least as far from 0 as the one
     observed. Exact up to EXACT_FLIPS non-zero differences, else Monte Carlo with the observed pattern counted
-    (p >= 1 / (n_flips + 1)). Questions resample as wholes; repeats inside a question never do."""
-    d = np.asarray([x for x in diffs if x is not None and not math.isnan(x)], dtype=float)
+    (p >= 1 / (n_flips + 1)). Questions resample as wholes; repeats inside a question never do; with `groups` (one fact
+    group per difference) the questions of one fact flip as one."""
+    d = np.asarray([math.nan if x is None else x for x in diffs], dtype=float)
+    if groups is not None:  # questions of one fact flip together: the test runs on each fact's summed difference
+        g = np.asarray([str(v) for v in groups], dtype=object)
+        ok = ~np.isnan(d)
+        d = pd.Series(d[ok]).groupby(g[ok]).sum().to_numpy() if ok.any() else np.zeros(0)
+    d = d[~np.isnan(d)]
     d = d[d != 0]
     if d.size == 0:
         return 1.0

@@ -18,7 +18,12 @@ Every check reads the documents as the grader does, through `searchbox.grading.n
   its release blog post and the other gold files where they name the model) give one value for the field
   asked (a card's release date vs its announcement post's date; a front-matter "137M" vs "161 million
   parameters" in the text); for an answer that is a measurement (a number and a unit), no sentence of a gold file
-  about the question's subject states another amount in that unit ("41 metres" in a guidebook).
+  about the question's subject states another amount in that unit ("41 metres" in a guidebook);
+- the gold is the value of the field asked, about the question's subject (fields.py): not another field's value
+  (gold_is_other_field), not one item of several (gold_is_part_of_value), not held by accident (gold_file_off_subject).
+
+The report says how many distinct facts the questions ask (facts.py: answer file and normalised gold); reports
+resample those, not questions.
 """
 
 from __future__ import annotations
@@ -98,6 +103,7 @@ class Corpus:
     meta: dict[str, dict] = field(default_factory=dict)
     _lines: dict[str, list[list[str]]] = field(default_factory=dict)
     _grep: dict[str, list[str]] = field(default_factory=dict)
+    _documented: Optional[frozenset] = None
 
     @classmethod
     def of(cls, texts: dict[str, str]) -> "Corpus":
@@ -137,6 +143,15 @@ class Corpus:
         """Some phrase occurs in some line of the file (of its body only: after the front matter), under the grader's normalisation."""
         wanted = [t for t in (tokens(p) for p in phrases) if t]
         return any(_within(w, line) for line in self.line_tokens(path, body_only) for w in wanted)
+
+    def documented(self) -> frozenset[tuple[str, ...]]:
+        """The canonical tokens of every file's names (model_name, title, first heading): the things the corpus has a
+        document about (computed once, when a field check first needs it)."""
+        if self._documented is None:
+            self._documented = frozenset(tuple(tokens(n)) for p in self.texts
+                                         for n in [*(str(self.meta.get(p, {}).get(k)) for k in ("model_name", "title") if self.meta.get(p, {}).get(k)),
+                                                   *titles_of(self, p)] if tokens(n))
+        return self._documented
 
     def greps(self, path: str, name: str) -> bool:
         """`grep -i NAME FILE` finds the name as the question writes it: in any line of the whole file, front matter

@@ -39,6 +39,8 @@ class Corpus(Protocol):
 
     def all_line_tokens(self, path: str) -> list[list[str]]: ...
 
+    def documented(self) -> frozenset[tuple[str, ...]]: ...
+
 # canonical field -> (the keys and labels that state it, the words a question asks it with); FIELD_ORDER: first match wins
 FIELDS = {
     "license": (("license", "licence", "licenses", "license_name"), r"\blicen[cs]"),
@@ -208,15 +210,17 @@ def passage(lines: list[str], n: int, start: int) -> tuple[int, int]:
     return lo, hi
 
 
-def on_subject(text: str, toks: list[str], subjects: list[str], golds: list[str], about: bool) -> bool:
-    """A passage (its text and its tokens) about the subject: it names it, or (in a file about the subject) it names
-    nothing else."""
+def on_subject(text: str, toks: list[str], subjects: list[str], golds: list[str], about: bool, documented) -> bool:
+    """A passage (its text and its tokens) about the subject: it names it, or (in a file about the subject) it names no
+    other thing the corpus has a document about (`documented()`: the token tuples of every file's names). A person the
+    passage names beside a date is no other subject; another lighthouse with its own file is."""
     if not subjects or any(_in(_tok(n), toks) for n in subjects):
         return True
     if not about:
         return False
-    known = _tok(" ".join([*subjects, *golds]))
-    return not [e for e in entities(text) if not _in(_tok(e), known) and not any(_in(_tok(x), _tok(e)) for x in [*subjects, *golds])]
+    mine = [*subjects, *golds]
+    others = [e for e in entities(text) if not any(_in(_tok(x), _tok(e)) or _in(_tok(e), _tok(x)) for x in mine)]
+    return not others or not any(_tok(e) in documented() for e in others)
 
 
 def judge(q: AuditedQuestion, corpus: Corpus, path: str, golds: list[str], subjects: list[str], names: list[str],
@@ -264,6 +268,6 @@ def _prose_holds(corpus: Corpus, path: str, front_lines: int, field_lines: set[i
             continue
         if any(_in(g, toks) for g in wanted):
             lo, hi = passage(lines, n, front_lines)
-            if on_subject("\n".join(lines[lo:hi]), [t for ln in per_line[lo:hi] for t in ln], subjects, golds, about):
+            if on_subject("\n".join(lines[lo:hi]), [t for ln in per_line[lo:hi] for t in ln], subjects, golds, about, corpus.documented):
                 return True
     return False

@@ -12,7 +12,7 @@ from searchbox.analysis import accuracy_table, paired_comparison
 from searchbox.analysis.facts import with_facts
 from searchbox.analysis.report import summary
 from searchbox.analysis.frames import Frames
-from searchbox.analysis.stats import cluster_bootstrap
+from searchbox.analysis.stats import cluster_bootstrap, sign_flip_p
 from searchbox.grading import Question
 from searchbox.questions.build import builtin_questions, load
 from searchbox.questions.facts import count, fact_of
@@ -91,6 +91,15 @@ def test_tables_and_comparisons_resample_facts(tmp_path):
     p_naive = paired_comparison(runs, "correct", a, b, design=["tools"])
     p_fact = paired_comparison(with_facts(runs), "correct", a, b, design=["tools"])
     assert p_fact["diff"] == p_naive["diff"] and (p_fact["ci_high"] - p_fact["ci_low"]) > 1.5 * (p_naive["ci_high"] - p_naive["ci_low"])
+    # McNemar counts 10 discordant questions (p 0.002); they are 2 facts, and 2 facts of 4 flipped prove nothing
+    assert p_naive["test"] == "mcnemar" and p_naive["p"] < 0.01
+    assert p_fact["test"] == "sign-flip by fact" and p_fact["p"] > 0.2
+
+
+def test_the_sign_flip_test_flips_a_fact_whole():
+    diffs = [1.0] * 12
+    assert sign_flip_p(diffs) < 0.001
+    assert sign_flip_p(diffs, groups=["a"] * 6 + ["b"] * 6) == 0.5  # two facts: 2 of 4 sign patterns are as far from 0
 
 
 def test_the_report_says_how_many_questions_and_distinct_facts(tmp_path):

@@ -26,6 +26,8 @@ FILES = {
     "vell.md": "# Little Vell\n\nLittle Vell lighthouse was restored in 1902 by Tobias Wren.\n",
     "staff.md": "# Staff and trustees\n\n- **Ines Calloway**, director since 2019.\n- **Tobias Wren**, head of conservation. He led the Skerrow Point restoration.\n",
     "tower.md": "# Gannet Rock survey\n\nSurveyed: 2022\n\nThe tower was found sound. Its lamp dates from 1856.\n",
+    "keepers.md": ("# Gannet Rock keepers\n\nRobert Stevenson designed its lamp in 1861.\n\n"
+                   "Nearby, Little Vell was restored in 1902.\n"),
 }
 
 
@@ -80,6 +82,10 @@ def test_a_gold_file_that_holds_the_value_by_accident_fails(corpus):
     assert audit_one(q("In what year was the Gannet Rock lighthouse first lit?", "1856", ["gannet.md"]), corpus).ok
     assert audit_one(q("Who led the restoration of Skerrow Point lighthouse?", "Tobias Wren", ["staff.md"]), corpus).ok
     assert audit_one(q("How old is the lamp of the Gannet Rock tower?", "1856", ["tower.md"]), corpus).ok
+    # in a file about Gannet Rock: a person beside the date is no other subject; Little Vell, with a file of its own, is
+    assert audit_one(q("When was the lamp of the Gannet Rock lighthouse designed?", "1861", ["keepers.md"]), corpus).ok
+    found = audit_one(q("When was the Gannet Rock lighthouse restored?", "1902", ["keepers.md"]), corpus)
+    assert found.reasons == ["gold_file_off_subject"], found
     assert audit_one(q("What license is the model kx-three distributed under?", "CC-BY-4.0", ["kx-three.md"], template="card_license"), corpus).ok
 
 
