@@ -12,8 +12,8 @@ which, as the audit's reasons:
   is the gold (ok), or the gold is one item of several (gold_is_part_of_value), or the gold is another field's value
   (gold_is_other_field);
 - otherwise the gold must stand in a field statement of a file about the question's subject, or in a passage (the
-  paragraph or list item around the line, a few lines at most) that names the subject, or names nothing else in a file
-  about the subject; else the file holds it by accident (gold_file_off_subject).
+  paragraph or list item around the line, a few lines at most) that names the subject, or, in a file about the subject,
+  names no other thing the corpus has a document about; else the file holds it by accident (gold_file_off_subject).
 
 The subject is what the question names (names.entities); for a multi-hop answer file, which the question reaches through
 its bridge and must not name, it is the file's own subject. Every scan is one pass over the file's lines (the tokens of
