@@ -93,12 +93,19 @@ def paired_comparison(runs: pd.DataFrame, grader: str, a: dict, b: dict, design:
                 raise PooledArm(f"arm {name} ({label(arm)}) pools {col} = {', '.join(sorted(set(_keys(rows[col]))))}: give it a value")
         arms.append(_per_question(rows, grader))
     qa, qb = arms[0].align(arms[1], join="inner")
-    diff, lo, hi = paired_bootstrap((qa - qb).to_numpy(), n_boot=n_boot, seed=seed)
+    groups = None  # questions that ask one fact resample together (analysis/facts.py)
+    if "fact_group" in runs.columns and len(qa):
+        group_of = runs.assign(_q=runs["question_id"].astype(str)).drop_duplicates("_q").set_index("_q")["fact_group"]
+        groups = [str(group_of.get(q, f"question {q}")) for q in qa.index]
+    diff, lo, hi = paired_bootstrap((qa - qb).to_numpy(), n_boot=n_boot, seed=seed, groups=groups)
     binary = bool(len(qa)) and np.isin(qa.to_numpy(), (0.0, 1.0)).all() and np.isin(qb.to_numpy(), (0.0, 1.0)).all()
     a_only, b_only = int(((qa == 1) & (qb == 0)).sum()), int(((qa == 0) & (qb == 1)).sum())
     # `p`: McNemar's exact test on binary grades, the sign-flip test on per-question means (repeats averaged, F1)
-    test = ("mcnemar" if binary else "sign-flip") if len(qa) else ""
-    p = (mcnemar_exact(a_only, b_only) if binary else sign_flip_p((qa - qb).to_numpy(), seed=seed)) if len(qa) else math.nan
+    # questions that share a fact are not independent pairs: McNemar counts them apart, the sign-flip test flips each fact whole
+    shared = groups is not None and len(set(groups)) < len(groups)
+    test = ("mcnemar" if binary and not shared else "sign-flip by fact" if shared else "sign-flip") if len(qa) else ""
+    p = (mcnemar_exact(a_only, b_only) if binary and not shared else sign_flip_p((qa - qb).to_numpy(), seed=seed, groups=groups)) \
+        if len(qa) else math.nan
     return {"grader": grader, "a": label(a), "b": label(b), "n_questions": int(len(qa)),
             "mean_a": float(qa.mean()) if len(qa) else math.nan, "mean_b": float(qb.mean()) if len(qb) else math.nan,
             "diff": diff, "ci_low": lo, "ci_high": hi, "a_only": a_only if binary else None, "b_only": b_only if binary else None,

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..config import OPERATIONAL_FIELDS
 from ..record.collect import IDENTITY_COLUMNS
+from .facts import with_facts
 from .stats import cluster_bootstrap
 
 GRADERS = ("correct", "contains", "exact_match", "f1", "judge", "evidence_recall")
@@ -196,6 +197,7 @@ def load(dirs: Iterable[Path | str]) -> Frames:
         turns, calls = (_owned(df, owner) for df in (turns, calls))
     turns, calls, runs = _split_malformed(turns, calls, runs)
     runs = runs.drop(columns=["_source", "retrieval_hit"], errors="ignore")  # retrieval_hit: schema-1 paths, not evidence
+    runs = with_facts(runs)  # questions that ask one fact resample together in every CI (analysis/facts.py)
     frames = Frames(runs, turns.drop(columns=["_source"], errors="ignore"), calls.drop(columns=["_source"], errors="ignore"),
                     list(dict.fromkeys(design)))
     for name in ("turns", "calls"):
@@ -257,7 +259,8 @@ def grades(runs: pd.DataFrame, grader: str) -> pd.Series:
 def accuracy_table(runs: pd.DataFrame, grader: Optional[str] = None, by: Iterable[str] = (), design: Optional[Iterable[str]] = None,
                    n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Mean of a grader (default: the headline grader) per condition (the `by` columns plus every condition), with a
-    95% CI that resamples questions (cluster bootstrap), the number of graded runs `n` and of questions `n_questions`.
+    95% CI that resamples questions (cluster bootstrap; by fact group where the runs carry `fact_group`: questions that ask
+    one fact resample together), the number of graded runs `n` and of questions `n_questions`.
 
     The mean weighs each question equally (the mean over questions of each question's mean grade)."""
     grader = grader or headline_grader(runs)
@@ -268,10 +271,12 @@ def accuracy_table(runs: pd.DataFrame, grader: Optional[str] = None, by: Iterabl
     rows = []
     qid = runs["question_id"] if "question_id" in runs.columns else pd.Series(range(len(runs)), index=runs.index)
     values = grades(runs, grader)
+    facts = runs["fact_group"] if "fact_group" in runs.columns else None  # questions of one fact resample together
     for key, group in cells(runs, keys):
         v = values.loc[group.index]
         ok = v.notna()
-        mean, lo, hi = cluster_bootstrap(v[ok].to_numpy(), qid.loc[group.index][ok].to_numpy(), n_boot=n_boot, seed=seed)
+        mean, lo, hi = cluster_bootstrap(v[ok].to_numpy(), qid.loc[group.index][ok].to_numpy(), n_boot=n_boot, seed=seed,
+                                         groups=None if facts is None else facts.loc[group.index][ok].to_numpy())
         rows.append({**key, "n": int(ok.sum()), "n_questions": int(qid.loc[group.index][ok].nunique()), "mean": mean, "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows, columns=cols)
 

@@ -1,6 +1,7 @@
 """`python -m searchbox.report SWEEP_DIR... --out results/NAME`: figures (PNG + SVG) and a markdown summary.
 
-Every table splits by every condition (each varying design column); CIs resample questions;
+Every table splits by every condition (each varying design column); CIs resample questions, those that ask one fact
+together (analysis/facts.py), and the summary says how many questions and distinct facts there are;
 paired comparisons hold every other condition fixed, and every one of them is written: all in
 paired_comparisons.csv, and in summary.md up to MD_PAIRS rows (summary.md says which), each with its p-value adjusted
 over its family (`--family`, `--adjust`: analysis.multiplicity) and the family's size and detectable difference
@@ -25,6 +26,7 @@ import pandas as pd
 
 from . import FIGURES, LENIENT, Frames, accuracy_table, comparisons, headline_grader, load, save, search_style_table, time_split, tool_usage
 from .figures import applies as figure_applies
+from .facts import counts as fact_counts
 from .frames import acting, inert_why
 from .multiplicity import DEFAULT_FAMILY, DEFAULT_METHOD, FAMILIES, METHOD_NAME, METHODS, adjust
 from .multiplicity import describe as describe_families
@@ -95,6 +97,19 @@ def resolve_grader(runs: pd.DataFrame, grader: str | None) -> str:
     return headline_grader(runs) if grader in (None, "auto") else grader
 
 
+def _resampled(runs: pd.DataFrame) -> str:
+    """What the CIs resample: facts when some questions share one (analysis/facts.py), else questions."""
+    n, m = fact_counts(runs)
+    return "facts (questions that ask one fact resample together)" if m < n else "questions"
+
+
+def _ci_sentence(runs: pd.DataFrame) -> str:
+    """How the CIs were drawn, with "N questions, M distinct facts" (questions of one answer file and normalised gold)."""
+    n, m = fact_counts(runs)
+    return (f"95% CIs resample {_resampled(runs)}: {n} questions, {m} distinct facts "
+            "(a fact: one answer file and gold value, normalised as the grader does).")
+
+
 def _headline_note(runs: pd.DataFrame, grader: str) -> list[str]:
     line = f"Headline grade: `{grader}`: {MEANING.get(grader, grader)}."
     if grader == LENIENT and "correct" not in runs:
@@ -124,7 +139,7 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     parts += [f"{len(runs)} runs, {runs['question_id'].nunique() if 'question_id' in runs else '?'} questions; "
               f"model(s): {', '.join(models) or '?'}" + (f" (served as {', '.join(served)})" if served else "") + ".",
               f"Conditions (every design column that varies): {', '.join(conds) if conds else 'one condition'}.",
-              f"Grader version(s): {', '.join(versions) or 'unknown'}. Means weigh each question equally; 95% CIs resample questions.",
+              f"Grader version(s): {', '.join(versions) or 'unknown'}. Means weigh each question equally; {_ci_sentence(runs)}",
               *_headline_note(runs, grader), ""]
     if conds and "question_id" in runs and runs.groupby(conds, dropna=False)["question_id"].apply(lambda q: frozenset(q.astype(str))).nunique() > 1:
         parts += ["Question sets differ between conditions (see `questions` per row): compare means only over the same questions; "
@@ -152,8 +167,9 @@ def summary(frames: Frames, grader: str | None, label: str, skipped: dict[str, s
     also = f" (and the same for `{LENIENT}`)" if grader != LENIENT and "grader" in pairs and (pairs["grader"] == LENIENT).any() else ""
     where += f"; every one{also} is in [{pairs_csv}]({pairs_csv})." if pairs_csv else "."
     parts += [f"## Paired comparisons ({grader}, same questions)", "",
-              "a minus b per question, averaged; CI from resampling questions; `p`: McNemar's exact test on binary grades "
-              f"(a_only: a right and b wrong), else the sign-flip test on per-question means; `p_adj`: {METHOD_NAME[method]}-adjusted "
+              f"a minus b per question, averaged; CI from resampling {_resampled(runs)}; `p`: McNemar's exact test on binary grades "
+              f"(a_only: a right and b wrong), else the sign-flip test on per-question means (`sign-flip by fact` where questions share a fact: "
+              f"each fact's questions flip together); `p_adj`: {METHOD_NAME[method]}-adjusted "
               f"over its `family` (`--family {family}`). {where}", "", *describe_families(pairs, method), "",
               *power_lines(shown), "", _md(shown.drop(columns=["mcnemar_p"], errors="ignore").head(MD_PAIRS)), ""]  # `p` holds it
     if has_repeats(runs, conds):

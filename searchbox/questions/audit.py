@@ -11,14 +11,19 @@ Every check reads the documents as the grader does, through `searchbox.grading.n
 - a multi-hop question (type "multi-hop") has two gold files, and exactly one of them holds the answer (the *answer file*; the
   other is the bridge): with the answer in both, either document alone answers it;
 - no shortcut past the bridge: the answer file does not name the question's entity (one grep for the name
-  the question gives would land on it), and the question does not name the answer file's own subject
+  the question gives would land on it; the whole file is read, front matter included, as a grep reads it), and the question does not name the answer file's own subject
   (its model_name, title or file name); the question's names are its quoted titles, identifier-like words and runs
   of capitalised words ("Skerrow Point");
 - one value per field: the documents about the answer's subject (the answer file and, for a model card,
   its release blog post and the other gold files where they name the model) give one value for the field
   asked (a card's release date vs its announcement post's date; a front-matter "137M" vs "161 million
   parameters" in the text); for an answer that is a measurement (a number and a unit), no sentence of a gold file
-  about the question's subject states another amount in that unit ("41 metres" in a guidebook).
+  about the question's subject states another amount in that unit ("41 metres" in a guidebook);
+- the gold is the value of the field asked, about the question's subject (fields.py): not another field's value
+  (gold_is_other_field), not one item of several (gold_is_part_of_value), not held by accident (gold_file_off_subject).
+
+The report says how many distinct facts the questions ask (facts.py: answer file and normalised gold); reports
+resample those, not questions.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Iterable, Optional, Protocol
+from typing import Iterable, Optional
 
 import yaml
 
-from ..grading.normalize import tokens
+from ..grading.normalize import fold, tokens
+from . import facts, fields
+from .names import FRONT_MATTER, IDENT, AuditedQuestion, entities  # noqa: F401 - entities, AuditedQuestion: read by the audit's callers
 
 REASONS = {  # id -> what it means, in the order the table lists them
     "duplicate_id": "another question has the same id",
@@ -45,12 +52,14 @@ REASONS = {  # id -> what it means, in the order the table lists them
     "answer_file_names_entity": "the answer file's text names the question's entity: one grep reaches it past the bridge",
     "question_names_answer_file": "the question names the answer file's own subject",
     "several_values": "the documents about the answer's subject give more than one value for the field",
+    "gold_is_other_field": "the gold file states the gold for another field than the one asked (an `updated:` date for a release date)",
+    "gold_is_part_of_value": "the gold is one item of the value asked (one of four authors)",
+    "gold_file_off_subject": "the gold file holds the gold by accident: not as the field asked, nor in a passage about the question's subject",
 }
 LINE_BREAK = "qqsearchboxlinebreakqq"  # a word that tokenises to itself and that no gold holds
 DERIVED = frozenset({"aggregate", "aggregation", "count", "comparison", "yes-no", "yes/no", "boolean"})  # answers worked out, not stated
 POLAR = ({"yes"}, {"no"})
 TYPES = frozenset({"single-hop", "multi-hop", "factoid", "bridge"}) | DERIVED  # every type a check reads; anything else is refused  # a yes/no answer is worked out whatever the question's type says
-FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.DOTALL)
 FIELDS_BY_TEMPLATE = {"card_release_date": "release_date", "successor_release_date": "release_date", "card_parameters": "parameter_size",
                       "post_to_card_parameters": "parameter_size", "successor_parameters": "parameter_size"}
 FIELDS_BY_WORDS = (("license", re.compile(r"\blicen[cs]", re.I)), ("parameter_size", re.compile(r"\bparameter", re.I)),
@@ -58,20 +67,10 @@ FIELDS_BY_WORDS = (("license", re.compile(r"\blicen[cs]", re.I)), ("parameter_si
                    ("output_dimension", re.compile(r"\bdimension", re.I)), ("published_at", re.compile(r"\bpublish", re.I)),
                    ("release_date", re.compile(r"\breleas", re.I)))  # first match wins: "Under which license is M released?" asks the license
 PARAMS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(million|billion|thousand|[MBK])\b[\s-]*(?:parameters?|params)\b", re.I)
-QUOTED = re.compile(r'"([^"]{3,})"|“([^”]{3,})”|(?<!\w)\'([^\']{3,})\'(?!\w)')
-QUESTION_WORDS = frozenset("what which who whom whose when where why how on in of for the a an is are was were did does do".split())
-IDENT = re.compile(r"[A-Za-z0-9][\w.-]*\w")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
+HEADING = re.compile(r"^#{1,6}[ \t]+(\S.*)$", re.M)  # greedy, stripped in Python (a lazy tail backtracks on long space runs)
+HEADING_SCAN = 64 * 1024  # a first heading is looked for this far into a file (bounded on big files)
 COMPARED = re.compile(r"\b(?:than|under|over|up to|below|above|at most|at least|to)\s*~?\s*$", re.I)
-
-
-class AuditedQuestion(Protocol):
-    id: str
-    question: str
-    answer: str
-    aliases: list[str]
-    gold_files: list[str]
-    type: str
 
 
 @dataclass
@@ -103,6 +102,8 @@ class Corpus:
     texts: dict[str, str]
     meta: dict[str, dict] = field(default_factory=dict)
     _lines: dict[str, list[list[str]]] = field(default_factory=dict)
+    _grep: dict[str, list[str]] = field(default_factory=dict)
+    _documented: Optional[frozenset] = None
 
     @classmethod
     def of(cls, texts: dict[str, str]) -> "Corpus":
@@ -133,10 +134,33 @@ class Corpus:
         front = FRONT_MATTER.match(self.texts.get(path, "")) if body_only else None
         return [t for t in lines[front.group(0).count("\n") if front else 0 :] if t]
 
+    def all_line_tokens(self, path: str) -> list[list[str]]:
+        """The canonical tokens of every line of a file, empty lines included: line n of the file is item n."""
+        self.line_tokens(path)
+        return self._lines[path]
+
     def occurs(self, path: str, phrases: Iterable[str], body_only: bool = False) -> bool:
         """Some phrase occurs in some line of the file (of its body only: after the front matter), under the grader's normalisation."""
         wanted = [t for t in (tokens(p) for p in phrases) if t]
         return any(_within(w, line) for line in self.line_tokens(path, body_only) for w in wanted)
+
+    def documented(self) -> frozenset[tuple[str, ...]]:
+        """The canonical tokens of every file's names (model_name, title, first heading): the things the corpus has a
+        document about (computed once, when a field check first needs it)."""
+        if self._documented is None:
+            self._documented = frozenset(tuple(tokens(n)) for p in self.texts
+                                         for n in [*(str(self.meta.get(p, {}).get(k)) for k in ("model_name", "title") if self.meta.get(p, {}).get(k)),
+                                                   *titles_of(self, p)] if tokens(n))
+        return self._documented
+
+    def greps(self, path: str, name: str) -> bool:
+        """`grep -i NAME FILE` finds the name as the question writes it: in any line of the whole file, front matter
+        included (`related_models: - jina-clip-v1` is one grep away), case and spacing aside. Literal, as a grep is: a
+        post's title is not found in a card's `release_blog` slug, which the grader's tokens would read as the title."""
+        if path not in self._grep:
+            self._grep[path] = [_grep_form(ln) for ln in self.texts.get(path, "").splitlines()]
+        want = _grep_form(name)
+        return bool(want) and any(want in ln for ln in self._grep[path])
 
     def cards(self) -> dict[str, str]:
         """model_name -> path of each model card."""
@@ -145,6 +169,10 @@ class Corpus:
     def post_by_slug(self, link) -> Optional[str]:
         slug = str(link).rstrip("/").rsplit("/", 1)[-1] if link else ""
         return next((p for p, m in self.meta.items() if slug and str(m.get("slug") or "") == slug and "model_name" not in m), None)
+
+
+def _grep_form(text: str) -> str:
+    return " ".join(fold(text).casefold().split())
 
 
 def _within(needle: list[str], hay: list[str]) -> bool:
@@ -157,28 +185,19 @@ def occurs_in(text: str, phrases: Iterable[str]) -> bool:
     return any(w and _within(w, hay) for w in (tokens(p) for p in phrases))
 
 
-def entities(question: str) -> list[str]:
-    """The names a question gives: quoted titles, identifier-like words (with a digit or an inner hyphen), and runs of
-    capitalised words after the first word ("Skerrow Point")."""
-    quoted = [next(g for g in m.groups() if g) for m in QUOTED.finditer(question)]
-    rest = QUOTED.sub(" ", question)
-    idents = [w for w in IDENT.findall(rest) if len(w) >= 4 and (re.search(r"\d", w) or "-" in w.strip("-"))]
-    names, run = [], []
-    for m in [*re.finditer(r"[\w'-]+", rest), None]:
-        initial = m is not None and (not rest[: m.start()].strip() or rest[: m.start()].rstrip()[-1] in ".?!:")
-        if m is not None and m[0][:1].isupper() and not initial and m[0].lower() not in QUESTION_WORDS:
-            run.append(m[0])
-        elif run:
-            names.append(" ".join(run))
-            run = []
-    return list(dict.fromkeys(quoted + idents + names))
-
-
 def subject_names(corpus: Corpus, path: str) -> list[str]:
     """What a document is about, by name: its model_name or title, and its file name."""
     meta = corpus.meta.get(path, {})
     names = [str(meta[k]) for k in ("model_name", "title") if meta.get(k)]
     return names + [PurePosixPath(path).stem]
+
+
+def titles_of(corpus: Corpus, path: str) -> list[str]:
+    """A document's title (front matter) and its first markdown heading."""
+    title = corpus.meta.get(path, {}).get("title")
+    body = FRONT_MATTER.sub("", corpus.texts.get(path, "")[:HEADING_SCAN], count=1)
+    heading = HEADING.search(body)
+    return [str(t) for t in dict.fromkeys([title, heading[1].strip().rstrip("#").strip() if heading else None]) if t]
 
 
 def field_of(q: AuditedQuestion) -> Optional[str]:
@@ -313,12 +332,19 @@ def audit_one(q: AuditedQuestion, corpus: Corpus) -> Finding:
         f.fail("answer_in_both_hops", f"{q.answer!r} in {', '.join(holding)}")
     if multi and len(holding) == 1:
         answer_file = holding[0]
-        named = [e for e in entities(q.question) if corpus.occurs(answer_file, [e], body_only=True)]
+        named = [e for e in entities(q.question) if corpus.greps(answer_file, e)]
         if named:
             f.fail("answer_file_names_entity", f"{answer_file} names {named[0]!r}")
         subject = [n for n in subject_names(corpus, answer_file) if len(tokens(n)) > 1 and occurs_in(q.question, [n])]
         if subject:
             f.fail("question_names_answer_file", f"{subject[0]!r} ({answer_file})")
+    if not derived and (len(holding) == 1 if multi else holding):
+        for path in holding:  # the gold is the value of the field asked, about the question's subject, not merely present
+            names, titles = subject_names(corpus, path), titles_of(corpus, path)
+            subjects = [*names, *titles] if multi else entities(q.question)
+            verdict_, detail = fields.judge(q, corpus, path, golds, subjects, names, titles, own_subject=multi)
+            if verdict_ != fields.OK:
+                f.fail(verdict_, detail)
     if len(holding) == 1 or (holding and not multi and not derived):
         values = field_values(corpus, q, holding[-1])
         if other := disagreeing(values):
@@ -396,14 +422,18 @@ def audit(questions: list[AuditedQuestion], corpus: Corpus) -> list[Finding]:
     return out
 
 
-def report(findings: list[Finding]) -> str:
-    """The audit as people read it: a table of checks, each failing question with its reasons, and a one-line verdict."""
+def report(findings: list[Finding], questions: Optional[list[AuditedQuestion]] = None) -> str:
+    """The audit as people read it: a table of checks, each failing question with its reasons, how many distinct facts the
+    questions ask (questions/facts.py: reports resample facts), and a one-line verdict."""
     kinds = sorted({f.type or "-" for f in findings})
     rows = [("check", *kinds, "meaning")]
     for reason, meaning in REASONS.items():
         rows.append((reason, *(str(sum(reason in f.reasons and (f.type or "-") == k for f in findings)) for k in kinds), meaning))
     rows.append(("questions", *(str(sum((f.type or "-") == k for f in findings)) for k in kinds), ""))
     rows.append(("pass", *(str(sum(f.ok and (f.type or "-") == k for f in findings)) for k in kinds), ""))
+    if questions:
+        rows.append(("distinct facts", *(str(facts.count(q for q in questions if (q.type or "-") == k)[1]) for k in kinds),
+                     "questions that ask one fact (answer file, normalised gold) count once in a report's CIs"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
     failing = [f for f in findings if not f.ok]
@@ -412,8 +442,20 @@ def report(findings: list[Finding]) -> str:
         lines += [str(f) for f in failing]
     if any((f.type or "-") in DERIVED for f in findings):
         lines += ["", f"({', '.join(sorted(DERIVED))} answers are worked out from the files, not looked for in them)"]
+    if questions:
+        lines += ["", facts_line(questions)]
     lines += ["", verdict(findings)]
     return "\n".join(lines)
+
+
+def facts_line(questions: list[AuditedQuestion]) -> str:
+    """"N questions, M distinct facts", by type where a type shares facts, and the fact most asked."""
+    n, m, per = facts.count(questions)
+    kinds = sorted({q.type or "-" for q in questions})
+    shared = [f"{k}: {a} questions, {b} facts" for k in kinds for a, b, _ in [facts.count(q for q in questions if (q.type or "-") == k)] if a != b]
+    top, times = per.most_common(1)[0] if per else ("", 0)
+    return (f"{n} questions, {m} distinct facts" + (f" ({'; '.join(shared)})" if shared else "")
+            + (f"; the most asked, {top!r}, by {times} questions" if times > 1 else "") + ".")
 
 
 def verdict(findings: list[Finding]) -> str:

@@ -346,7 +346,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.cmd == "audit":
         questions = load(args.questions)
         findings = audit(questions, Corpus.of(corpus_texts(args.corpus)))
-        print(report(findings))
+        print(report(findings, questions))
         return 0 if all(f.ok for f in findings) else 1
     questions, dropped = build_audited(args.corpus, args.prefix)
     try:

@@ -30,7 +30,8 @@ def test_questions_are_valid_and_answered_by_their_gold_files(built, tmp_path):
     assert len(built) > 300
     kinds = Counter(q.type for q in built)
     assert not {q.template for q in built} & {"card_to_post_date", "card_to_post_author"}  # every release post names its model
-    assert set(kinds) == {"single-hop", "multi-hop"} and kinds["multi-hop"] >= 50
+    # 18 multi-hop since the shortcut check reads front matter (issue 29): 39 successors' cards name their predecessor
+    assert set(kinds) == {"single-hop", "multi-hop"} and kinds["multi-hop"] >= 15
     assert len({q.id for q in built}) == len(built) == len({q.question for q in built})
     for q in built:
         assert q.question.endswith("?") and q.answer
@@ -46,7 +47,7 @@ def test_questions_are_valid_and_answered_by_their_gold_files(built, tmp_path):
 def test_multi_hop_chains_two_documents(built, tmp_path):
     ws = open_workspace(tmp_path / "run", CORPUS)
     chains = [q for q in built if q.template.startswith("successor_")]
-    assert len(chains) >= 20
+    assert len(chains) >= 5  # most successors' cards list their predecessor in related_models: a shortcut, dropped
     for q in chains:
         card, successor = ((ws.dataroom / g).read_text(encoding="utf-8") for g in q.gold_files)
         name = successor.split("model_name:", 1)[1].split("\n", 1)[0].strip().strip('"')
@@ -54,6 +55,11 @@ def test_multi_hop_chains_two_documents(built, tmp_path):
         assert q.answer in successor and q.answer not in card  # ... and only the successor holds the answer: no one-hop shortcut
 
 
+STALE_SET = ("the packaged set predates the audit's front-matter reading (issue 29): 39 of its 57 multi-hop questions name their "
+             "entity in the answer file's front matter; it is not rebuilt, since committed results depend on its ids")
+
+
+@pytest.mark.xfail(strict=True, reason=STALE_SET)
 def test_shipped_file_is_what_the_builder_makes(built):
     shipped = builtin_questions().read_text(encoding="utf-8")
     assert shipped == dumps(built)  # deterministic: rebuilding reproduces the committed file byte for byte
@@ -94,9 +100,23 @@ def test_zip_without_front_matter_is_a_one_line_error(tmp_path):
 
 
 # ---- the audit --------------------------------------------------------------------------------------
-def test_the_packaged_sets_audit_clean(capsys):
+@pytest.mark.xfail(strict=True, reason=STALE_SET)
+def test_the_packaged_set_audits_clean(capsys):
     assert main(["audit", str(builtin_questions()), str(CORPUS)]) == 0
     assert capsys.readouterr().out.strip().endswith("audit passed: all 397 questions")
+
+
+def test_the_packaged_set_fails_only_for_its_front_matter_shortcuts(capsys):
+    """What the audit says of the packaged set now: 39 multi-hop questions reachable past their bridge, nothing else."""
+    assert main(["audit", str(builtin_questions()), str(CORPUS)]) == 1
+    out = capsys.readouterr().out
+    failing = out.split("failing questions:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(failing) == 39 and all(": answer_file_names_entity (" in ln and ";" not in ln for ln in failing)
+    assert out.strip().splitlines()[-1].startswith("audit failed: 39 of 397 questions")
+    assert "397 questions, 340 distinct facts (multi-hop: 57 questions, 35 facts)" in out  # issue 29: 57 questions, 35 facts
+
+
+def test_the_tiny_packaged_set_audits_clean():
     tiny = builtin_questions().with_name("questions.jsonl")
     assert main(["audit", str(tiny), str(tiny.with_name("dataroom"))]) == 0
 
@@ -153,13 +173,14 @@ def test_the_audit_gives_each_reason(tmp_path, capsys):
     assert found[-1].id == "ok" and found[-1].reasons == ["duplicate_id"]  # the second of two
     assert main(["audit", str(path), str(corpus)]) == 1
     out = capsys.readouterr().out
-    failing = out.split("failing questions:\n", 1)[1].strip().splitlines()[:-1]
+    failing = out.split("failing questions:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     lines = {ln.split(":", 1)[0]: ln for ln in failing if ln}
     for qid, (*_, reasons) in BAD.items():
         assert all(r in lines[qid] for r in reasons)
     assert lines["ok"] == "ok: duplicate_id" and len(lines) == 12
     assert "137M" in lines["params"] and "161 million" in lines["params"]  # says which values disagree
     assert out.strip().splitlines()[-1].startswith("audit failed: 12 of 13 questions")
+    assert "13 questions, 11 distinct facts" in out  # the two "ok" and "onefile" ask jx-two-1.5b.md's license
     assert main(["audit", str(path), str(corpus)]) == 1
 
 
