@@ -121,3 +121,22 @@ def test_a_line_of_spaces_does_not_stall_the_field_checks():
     start = time.perf_counter()
     audit_one(q("When was the Gannet Rock lighthouse released?", "1902", ["g.md"]), corpus)
     assert time.perf_counter() - start < 20
+
+
+@pytest.mark.parametrize("fmt, source", [("browsecomp-plus", "browsecomp-plus"), ("hotpotqa", "hotpotqa_distractor.json"),
+                                         ("musique", "musique.jsonl"), ("longmemeval", "longmemeval_s.json"), ("beir", "beir")])
+def test_the_importers_types_are_audited_by_their_class(tmp_path, fmt, source):
+    """The importers write the data sets' own type names (MuSiQue's 2hop, LongMemEval's multi-session, ...): the audit reads
+    each as its class of question instead of refusing every imported question as unknown_type; a typo is still refused."""
+    from pathlib import Path
+
+    from searchbox.datasets.cli import do_import
+    from searchbox.questions.audit import type_class
+
+    fixtures = Path(__file__).resolve().parents[1] / "datasets" / "fixtures"
+    do_import(fmt, fixtures / source, tmp_path / "d")
+    import json
+
+    types = {json.loads(line)["type"] for line in (tmp_path / "d" / "questions.jsonl").read_text().splitlines() if line.strip()}
+    assert types and all(type_class(t) is not None for t in types), types
+    assert type_class("multihop") is None and type_class("3hop2") == "multi-hop" and type_class("temporal-reasoning") == "aggregate"
