@@ -11,7 +11,8 @@ import re
 import stat
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional
 
 from ..corpus import safefs
 from ..config import HarnessConfig
@@ -57,13 +58,44 @@ def visible_text(content: str) -> str:
 
 def read_answer(ws: Workspace) -> tuple[Optional[str], str]:
     """(text, kind) of work/ANSWER.md, never through a link: kind is file, missing or other (a link, dir, FIFO...)."""
-    st = safefs.lstat(ws.work, ANSWER_FILE)
+    return read_answer_in(ws.work)
+
+
+def read_answer_in(work: Path) -> tuple[Optional[str], str]:
+    """read_answer of the folder the agent works in."""
+    st = safefs.lstat(work, ANSWER_FILE)
     if st is None:
         return None, "missing"
     if not stat.S_ISREG(st.st_mode):
         return None, "other"
-    text = safefs.read_text(ws.work, ANSWER_FILE, cap=ANSWER_CAP)
+    text = safefs.read_text(work, ANSWER_FILE, cap=ANSWER_CAP)
     return (text, "file") if text is not None else (None, "other")
+
+
+def backstop(work: Path, s: Any, last: str, written: Optional[Callable[[Path, str], None]] = None) -> Optional[str]:
+    """ANSWER.md's text; if the model wrote none, its last own words (`last`, never a user or tool text) go there: the
+    one backstop of every harness. `s` is the harness's state (its answer_source and backstop_text); `written` is
+    told of a file the backstop wrote (Pi's box: handed to the box's uid). Anything but a regular file at ANSWER.md (a
+    link, a directory, a FIFO) is left alone and counts as no answer: the harness never reads or writes through what
+    the model made."""
+    text, kind = read_answer_in(work)
+    if kind == "other":
+        s.answer_source = "none"
+        return None
+    if kind == "file" and (s.backstop_text is None or text != s.backstop_text):
+        s.answer_source = "model"
+        return text  # the model's file: never overwritten
+    if not last:
+        return text
+    try:
+        safefs.write_text(work, ANSWER_FILE, last + "\n", replace=kind == "file")
+        if written is not None:
+            written(work, ANSWER_FILE)
+    except safefs.UnsafePath:
+        return text
+    s.backstop_text = last + "\n"
+    s.answer_source = "backstop"
+    return s.backstop_text
 
 
 @dataclass
@@ -332,30 +364,10 @@ class Agent:
             self._checkpoint()
 
     def _backstop(self) -> Optional[str]:
-        """Return ANSWER.md's text; if the model wrote none, fill it from its last own words (never user/tool text).
-
-        Anything but a regular file at ANSWER.md (a link, a directory, a FIFO) is left alone and
-        counts as no answer: the harness never reads or writes through what the model made.
-        """
-        s = self.s
-        text, kind = read_answer(self.ws)
-        if kind == "other":
-            s.answer_source = "none"
-            return None
-        if kind == "file" and (s.backstop_text is None or text != s.backstop_text):
-            s.answer_source = "model"
-            return text  # the model's file: never overwritten
-        last = next((visible_text(m.get("content", "")) for m in reversed(s.messages)
+        """ANSWER.md's text, filled from the model's last own words when it wrote none (backstop)."""
+        last = next((visible_text(m.get("content", "")) for m in reversed(self.s.messages)
                      if m["role"] == "assistant" and visible_text(m.get("content", ""))), "")
-        if not last:
-            return text
-        try:
-            safefs.write_text(self.ws.work, ANSWER_FILE, last + "\n", replace=kind == "file")
-        except safefs.UnsafePath:
-            return text
-        s.backstop_text = last + "\n"
-        s.answer_source = "backstop"
-        return s.backstop_text
+        return backstop(self.ws.work, self.s, last)
 
     def _update_record(self, stop: str, detail: str) -> None:
         """Counters into the run record (the Recorder writes it)."""

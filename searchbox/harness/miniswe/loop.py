@@ -30,12 +30,11 @@ from minisweagent.environments.local import LocalEnvironment
 from minisweagent.exceptions import FormatError
 from minisweagent.models.utils.actions_text import format_observation_messages, parse_regex_actions
 
-from ...corpus import safefs
 from ...errors import BackendError, ModelError
 from ...model.protocol import text_of
 from ...record.record import ToolRow
 from ..accounting import Accountant, Clock, Ledger, stop_of
-from ..agent import ANSWER_FILE, OVERFLOW_RX, read_answer, visible_text
+from ..agent import OVERFLOW_RX, backstop, visible_text
 from ..base import CONTINUE, EndTurn, RunContext, Stop
 from ..state import dump
 from . import Templates, agent_config, system_vars, task
@@ -216,25 +215,8 @@ class MiniRun:
             self._checkpoint(self.agent.messages)
 
     def _backstop(self) -> Optional[str]:
-        """ANSWER.md's text; if the model wrote none, its last own words go there (never a user or tool text). Anything
-        but a regular file at ANSWER.md is left alone and counts as no answer, as in the native loop."""
-        s = self.s
-        text, kind = read_answer(self.ws)
-        if kind == "other":
-            s.answer_source = "none"
-            return None
-        if kind == "file" and (s.backstop_text is None or text != s.backstop_text):
-            s.answer_source = "model"
-            return text  # the model's file: never overwritten
-        if not s.last_text:
-            return text
-        try:
-            safefs.write_text(self.ws.work, ANSWER_FILE, s.last_text + "\n", replace=kind == "file")
-        except safefs.UnsafePath:
-            return text
-        s.backstop_text = s.last_text + "\n"
-        s.answer_source = "backstop"
-        return s.backstop_text
+        """ANSWER.md's text, filled from the model's last own words when it wrote none (agent.backstop)."""
+        return backstop(self.ws.work, self.s, self.s.last_text)
 
     # ---- mini-swe-agent's Model: one model call ---------------------------------------------------
     def ask(self, messages: list[dict]) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ...corpus import safefs
-from ..agent import ANSWER_FILE, OVERFLOW_RX, read_answer, visible_text
+from ..agent import OVERFLOW_RX, backstop, visible_text
 from ...errors import BackendError, ModelError
 from ...model.llm import Usage
 from ...paths import atomic_write
@@ -78,13 +78,6 @@ class PiState:
     system_chars: int = 0
     startup_s: float = 0.0
     tools: ToolsetState = field(default_factory=ToolsetState)
-
-
-@dataclass
-class _Root:
-    """A folder read_answer can take (it reads `.work`)."""
-
-    work: Path
 
 
 class PiRun:
@@ -275,28 +268,10 @@ class PiRun:
                 self._checkpoint()
 
     def _backstop(self, root: Path) -> Optional[str]:
-        """ANSWER.md's text; if the model wrote none, its last own words (never a user or tool text) go there.
-        Anything but a regular file at ANSWER.md is left alone and counts as no answer."""
-        s = self.s
-        text, kind = read_answer(_Root(root))
-        if kind == "other":
-            s.answer_source = "none"
-            return None
-        if kind == "file" and (s.backstop_text is None or text != s.backstop_text):
-            s.answer_source = "model"
-            return text  # the model's file: never overwritten
-        if not s.last_text:
-            return text
-        try:
-            safefs.write_text(root, ANSWER_FILE, s.last_text + "\n", replace=kind == "file")
-            _hand_over(root, ANSWER_FILE)
-        except safefs.UnsafePath:
-            return text
-        s.backstop_text = s.last_text + "\n"
-        s.answer_source = "backstop"
-        return s.backstop_text
+        """ANSWER.md's text, filled from the model's last own words when it wrote none (agent.backstop); a file the
+        backstop writes belongs to the box's uid."""
+        return backstop(root, self.s, self.s.last_text, written=_hand_over)
 
-    # ---- Pi's process -------------------------------------------------------------------------------
     def _start(self, session: Optional[bytes]) -> None:
         cfg, t0 = self.ctx.config, time.monotonic()
         agent = launch.agent_files(cfg, self.ctx.context_window)
