@@ -12,9 +12,10 @@ SEARCHBOX_TOKEN stay where they are read (they say where to reach things, not wh
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from .config import EMBEDDERS, RERANKERS, TOKEN_METRICS
 from .errors import ConfigError
@@ -180,3 +181,18 @@ def described(environ: Optional[Mapping[str, str]] = None) -> list[str]:
     """`KNOB=value -> field` for each knob set (for doctor)."""
     values = read(environ)
     return [f"{k.env}={values[k.env]!r} -> {k.path or 'web scheduler'}" for k in KNOBS if k.env in values]
+
+
+@contextlib.contextmanager
+def environ_set(values: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with these values for the block, then as it was (a variable that was unset is unset again)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -139,16 +139,10 @@ def box(tmp: Path, **kw) -> Iterator[Box]:
 
 @contextlib.contextmanager
 def fake_secrets(value: str) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in FAKE_SECRETS}
-    os.environ.update({k: value for k in FAKE_SECRETS})
-    try:
+    from searchbox.knobs import environ_set
+
+    with environ_set({k: value for k in FAKE_SECRETS}):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def live_with(marker: str) -> list[int]:

@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 import platform
 import sys
 from functools import lru_cache
@@ -161,16 +160,10 @@ def load(run_dir: Path) -> Any:
     if "minisweagent" not in sys.modules:
         folder = Path(run_dir) / "miniswe" / "config"
         folder.mkdir(parents=True, exist_ok=True)
-        saved = {k: os.environ.get(k) for k in (*QUIET, CONFIG_DIR_VAR)}
-        os.environ.update(QUIET, **{CONFIG_DIR_VAR: str(folder)})
-        try:
+        from ...knobs import environ_set
+
+        with environ_set({**QUIET, CONFIG_DIR_VAR: str(folder)}):
             importlib.import_module(f"{__name__}.loop")
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     return importlib.import_module(f"{__name__}.loop")
 
 
