@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -86,3 +87,60 @@ def tables(run_dir):
 
 def trace(run_dir):
     return [json.loads(line) for line in (run_dir / "trace.jsonl").read_text().splitlines()]
+
+
+@contextlib.contextmanager
+def llama_by_hand(tmp_path: Path, *flags: str):
+    """The embedded default's llama-server started by hand as a user would (port, -c 2048, one thread, one slot, and
+    `flags`): yields its URL once /health answers; skips when setup has not installed it."""
+    import time
+
+    import httpx
+
+    from searchbox.model import llama
+
+    binary, model = llama.find_server(), llama.find_model()
+    if binary is None or model is None:
+        pytest.skip("embedded default not installed: run `python -m searchbox setup`")
+    port = llama.free_port()
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen([str(binary), "-m", str(model), "--port", str(port), "-c", "2048", "-t", "1", "-np", "1", *flags],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        else:
+            pytest.fail("llama-server did not come up: " + (tmp_path / "server.log").read_text()[-2000:])
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def kill_during_call(code: str, srv: ScriptedServer, calls: int = 2, cwd: Path = Path(__file__).resolve().parents[1]) -> None:
+    """Run `code` (a run, in a child Python) until the server has taken `calls` requests, then SIGKILL it: no stop
+    handler runs, as when a machine loses the process mid-turn."""
+    import signal
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=cwd, env={**os.environ, "PYTHONPATH": str(cwd)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(srv.requests) < calls and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.1)
+        assert len(srv.requests) == calls, child.stderr.read().decode()[-2000:] if child.poll() is not None else "no call in flight"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()

@@ -7,42 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 
-from searchbox.model import llama
+from tests.conftest import llama_by_hand
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def smollm2(tmp_path, real_home):
-    binary, model = llama.find_server(), llama.find_model()
-    if binary is None or model is None:
-        pytest.skip("embedded default not installed: run `python -m searchbox setup`")
-    port = llama.free_port()
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen([str(binary), "-m", str(model), "--port", str(port), "-c", "2048", "-t", "1", "-np", "1"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail("llama-server did not come up: " + (tmp_path / "server.log").read_text()[-2000:])
+    with llama_by_hand(tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
 
 
 def _check(url: str) -> dict:

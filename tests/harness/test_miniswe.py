@@ -20,7 +20,7 @@ from searchbox.errors import ConfigError, SearchboxError
 from searchbox.harness import miniswe
 from searchbox.run.runner import execute, resume
 from searchbox.tools.sandbox import bwrap_works
-from tests.conftest import make_cfg, tables, trace
+from tests.conftest import kill_during_call, make_cfg, tables, trace
 from tests.fakes.scripted_server import ScriptedServer
 
 QUESTION = "How tall is Gannet Rock?"
@@ -311,26 +311,10 @@ def test_the_sweep_axis_composes_harness_mini_swe_agent():
 def test_a_run_killed_mid_turn_resumes_from_its_last_step(tmp_path):
     """The process running mini-swe-agent is killed (SIGKILL) while a model call is in flight: `--resume` picks the turn
     up at its last step boundary, with the rows and tokens of the steps before it."""
-    import signal
-    import time
-
     run_dir = tmp_path / "run"
-    root = Path(__file__).resolve().parents[2]
     with ScriptedServer([act(GREP), {"sleep": 60.0, **act("ls")}]) as srv:
-        code = ("import sys; from tests.conftest import make_cfg; from searchbox.run.runner import execute; "
-                f"execute(make_cfg(kind='mini-swe-agent', budget=1), {QUESTION!r}, None, {str(run_dir)!r}, {srv.url!r})")
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        child = subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 120
-            while len(srv.requests) < 2 and time.monotonic() < deadline and child.poll() is None:
-                time.sleep(0.1)
-            assert len(srv.requests) == 2, child.stderr.read().decode()[-2000:] if child.poll() is not None else "no second call"
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=30)
-        finally:
-            if child.poll() is None:
-                child.kill()
+        kill_during_call("from tests.conftest import make_cfg; from searchbox.run.runner import execute; "
+                         f"execute(make_cfg(kind='mini-swe-agent', budget=1), {QUESTION!r}, None, {str(run_dir)!r}, {srv.url!r})", srv)
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"]["turn"] == 1 and state["state"]["step"] == 1  # the boundary before the call that was in flight
     with ScriptedServer([act(SUBMIT, "38.4 metres.")]) as srv2:

@@ -13,7 +13,7 @@ import pytest
 
 from searchbox.errors import SearchboxError
 from searchbox.run.runner import execute, resume
-from tests.conftest import make_cfg, tables, trace
+from tests.conftest import kill_during_call, make_cfg, tables, trace
 from tests.fakes.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,25 +241,10 @@ def test_a_native_run_killed_mid_turn_keeps_the_rows_of_the_steps_before(tmp_pat
     """SIGKILL while a model call is in flight (no stop handler runs): the rows of the turn's earlier steps were only in
     memory, so a resume had a record saying tool_calls=1 over an empty tool_calls.parquet. A checkpoint now writes the
     tables before the state, so what the state counts is on disk."""
-    import signal
-    import time
-
     run_dir = tmp_path / "run"
     with ScriptedServer([GREP, {"sleep": 60.0, "content": "late"}]) as srv:
-        code = ("from tests.conftest import make_cfg; from searchbox.run.runner import execute; "
-                f"execute(make_cfg(budget=1), 'How tall?', None, {str(run_dir)!r}, {srv.url!r})")
-        child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 120
-            while len(srv.requests) < 2 and time.monotonic() < deadline and child.poll() is None:
-                time.sleep(0.1)
-            assert len(srv.requests) == 2, child.stderr.read().decode()[-2000:] if child.poll() is not None else "no second call"
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=30)
-        finally:
-            if child.poll() is None:
-                child.kill()
+        kill_during_call("from tests.conftest import make_cfg; from searchbox.run.runner import execute; "
+                         f"execute(make_cfg(budget=1), 'How tall?', None, {str(run_dir)!r}, {srv.url!r})", srv)
     _, calls = tables(run_dir)
     assert list(calls["tool"]) == ["grep"]  # on disk at the kill: the step before the call in flight
     with ScriptedServer([{"content": "38.4 metres."}]) as srv2:
