@@ -359,6 +359,8 @@ def main() -> int:
                                         main=not args.only_resume, sample=args.minilm_sample)
             if not args.minilm_sample:
                 cases += [c for c in kept if c["metric"] == "minilm_chunks_per_s"]
+            if args.no_resume:  # the committed killed-and-rerun cases stay
+                cases += [c for c in kept if c["metric"].startswith("index_resume") or c["metric"] == "index_killed_after_s"]
             if args.only_resume:  # the other index cases stay as committed
                 cases += [c for c in kept if c["metric"] in INDEX_METRICS and not c["metric"].startswith("index_resume")
                           and c["metric"] not in ("index_killed_after_s", "index_corpus_bytes")]

@@ -30,8 +30,8 @@ from .selection import Selection
 from .store import FORMAT, LOCK, STATE, Index, IndexMissing, describe, generation_state_name, pin_name, read_state
 
 # `--backend auto` (the CLI's default) adds the ANN graph to an index of at least this many chunks: exact search reads
-# every vector (rows x dim x 4 bytes) per query, about 50 ms at 200K 256-dim rows on a loaded 2-core machine
-# (results/benchmarks/scale.md), the p95 the issue asks of a search; ANN stays a few milliseconds at 1M.
+# every vector (rows x dim x 4 bytes) per query; at 250K 256-dim rows its p95 was 21 ms at load 4 and 78 ms at load 8
+# on the shared 2-core machine (results/benchmarks/scale.md), against the issue's 50 ms; ANN's was about 1 ms.
 ANN_AUTO_ROWS = 200_000
 AUTO = "auto"
 
