@@ -14,7 +14,7 @@ The index part (--index-chunks N) writes a folder of N/2 documents of about 2.6 
 process (wall seconds, chunks/s, the child's peak RSS from wait4, its progress lines), times 200 queries per search
 mode through the search tool's own path (retrieval.corpus.rank over an IndexCorpus), measures MiniLM's embedding
 throughput on a 2,000-chunk sample, and kills a second build mid-way to see what a rerun keeps. Its cases replace
-the index cases of the committed JSON; the corpora cases are kept unless --skip-corpora is absent.
+the index cases of the committed JSON; with --skip-corpora the committed corpora cases are kept.
 """
 
 from __future__ import annotations
