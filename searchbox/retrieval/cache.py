@@ -78,6 +78,8 @@ class EmbeddingCache:
 class CachedEncoder:
     """encode(texts, role): memory, then disk, then the model for what is left; counts hits and misses."""
 
+    MEMORY_MAX = 50_000  # vectors kept in memory (cleared when full): an index build of 1M chunks passes every one through
+
     def __init__(self, embedder: Embedder, disk: Optional[EmbeddingCache]):
         self.embedder = embedder
         self.identity = embedder.identity
@@ -100,6 +102,8 @@ class CachedEncoder:
             disk = self.disk.get_many(need)
             self.stats["disk_hits"] += len(disk)
             found.update(disk)
+            if len(self.memory) + len(disk) > self.MEMORY_MAX:
+                self.memory.clear()
             self.memory.update(disk)
             need = [k for k in need if k not in disk]
         if need:
@@ -110,6 +114,8 @@ class CachedEncoder:
             self.stats["embedded"] += len(need)
             if self.disk is not None and role != "query":
                 self.disk.put_many(fresh)
+            if len(self.memory) + len(fresh) > self.MEMORY_MAX:
+                self.memory.clear()
             self.memory.update(fresh)
             found.update(fresh)
         if not texts:

@@ -143,3 +143,29 @@ def test_bench_breakdown_reports_manifest_load_search_join_snippet(tmp_path, tre
     code, text, _ = run(capsys, "bench", "--index", folder, "--queries", 5, "--k", 3, "--breakdown")
     assert code == 0 and "| manifest load |" in text and "| snippet |" in text
     assert "breakdown_ms" not in json.loads(run(capsys, "bench", "--index", folder, "--queries", 5, "--json")[1])
+
+
+def test_backend_auto_chooses_ann_from_the_stated_threshold(tmp_path, tree, capsys, monkeypatch):
+    """Issue 37.5: the default build adds ANN where exact search would be slow (build.ANN_AUTO_ROWS chunks), and a
+    default search then uses it; below the threshold the index stays exact."""
+    from searchbox.retrieval.index import build as build_mod
+
+    small = build(capsys, tree, tmp_path / "small")
+    assert small["chunks"] < build_mod.ANN_AUTO_ROWS and not Index.open(tmp_path / "small").has_ann
+    monkeypatch.setattr(build_mod, "ANN_AUTO_ROWS", small["chunks"])
+    build(capsys, tree, tmp_path / "big")
+    assert Index.open(tmp_path / "big").has_ann
+    again = build(capsys, tree, tmp_path / "small")  # the exact index is now under-built: auto rebuilds it with ANN
+    assert again["status"] == "built" and Index.open(tmp_path / "small").has_ann
+    assert build(capsys, tree, tmp_path / "big")["status"] == "up to date"
+    assert build(capsys, tree, tmp_path / "exact", "--backend", "exact") and not Index.open(tmp_path / "exact").has_ann
+    code, out, err = run(capsys, "search", "lighthouse beam", "--index", tmp_path / "big", "--json")
+    assert code == 0 and json.loads(out)
+    import searchbox.retrieval.corpus as corpus_mod
+
+    used = []
+    real = corpus_mod.IndexCorpus.__init__
+    monkeypatch.setattr(corpus_mod.IndexCorpus, "__init__", lambda self, idx, use_ann=False, on_setup=None: (used.append(use_ann), real(self, idx, use_ann, on_setup))[1])
+    run(capsys, "search", "lighthouse beam", "--index", tmp_path / "big")
+    run(capsys, "search", "lighthouse beam", "--index", tmp_path / "exact")
+    assert used == [True, False]

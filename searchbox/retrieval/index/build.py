@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -27,6 +28,26 @@ from .source import Chunking, content_hash, iter_folder, source_folder, source_k
 from .segment import Encoder, Progress, SegmentWriter, save_npy, write_bytes
 from .selection import Selection
 from .store import FORMAT, LOCK, STATE, Index, IndexMissing, describe, generation_state_name, pin_name, read_state
+
+# `--backend auto` (the CLI's default) adds the ANN graph to an index of at least this many chunks: exact search reads
+# every vector (rows x dim x 4 bytes) per query; at 250K 256-dim rows its p95 was 21 ms at load 4 and 78 ms at load 8
+# on the shared 2-core machine (results/benchmarks/scale.md), against the issue's 50 ms; ANN's was about 1 ms.
+ANN_AUTO_ROWS = 200_000
+AUTO = "auto"
+
+
+def wants_ann(ann, rows: int) -> Optional[ann_mod.AnnParams]:
+    """The ANN parameters a build with `ann` (params, None, or AUTO) uses for an index of `rows` chunks."""
+    if ann == AUTO:
+        return ann_mod.AnnParams() if rows >= ANN_AUTO_ROWS else None
+    return ann
+
+
+# A full build writes a segment every SEGMENT_ROWS chunks: its texts leave memory once embedded, and a build that
+# is killed keeps them: its rerun (same source, embedder, chunking, selection) reuses every finished segment's files
+# whose content is unchanged and embeds only the rest (the journal beside each segment says which files it holds).
+SEGMENT_ROWS = 100_000
+
 
 @dataclass
 class Report:
@@ -232,6 +253,8 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
     """Index every text file of a folder or zip into folder (a new generation), unless it is already
     an index of the same content, embedder and chunking (then nothing is written; force rebuilds).
 
+    ann: AnnParams adds an ANN graph, None does not, AUTO adds one when the index has ANN_AUTO_ROWS chunks or more.
+
     expected_hash: the content hash the caller keyed this folder by; the files actually read must
     hash to it (every file counted, as Workspace.sha256 does), else nothing is committed.
     selection: which files are read (the CLI's extension allow-list and skipped folders), recorded in the state.
@@ -249,7 +272,8 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
                 current = True
             except SearchboxError:  # damaged: rebuild
                 current = False
-            if current and _same_spec(prev, embedder, chunking, selection) and (ann is None or prev.get("ann")):
+            if current and _same_spec(prev, embedder, chunking, selection) and (
+                    wants_ann(ann, int(prev.get("totals", {}).get("live_rows", 0))) is None or prev.get("ann")):
                 same_content = expected_hash is not None and prev["source"].get("content_sha256") == expected_hash
                 if not same_content and expected_hash is None:
                     with source_folder(source, limits) as root:
@@ -258,38 +282,149 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
                     return Report("up to date", str(folder), prev["generation"], prev["totals"]["files"], prev["totals"]["live_rows"],
                                   seconds=round(time.monotonic() - start, 3))
         gen, seg_no = _next_ids(prev)
-        staging = _staging(folder)
+        staging = _resume_folder(folder, source, embedder, chunking, selection)
+        journals = _journals(staging)
+        seg_no = max([seg_no] + [int(j["segment"]["id"][1:]) + 1 for j in journals])
+        reuse = {path: (j, entry) for j in journals for path, entry in j["files"].items()}
+        segments: dict[str, dict] = {}
+        dim = next((int(j["dim"]) for j in journals), None)
+        embedded = 0
+        tally = {"files": 0, "read": 0, "chunks": 0, "embedded": 0}
+
+        def embed_progress(stage: str, done: int, total: int) -> None:
+            # one count over the whole build (segments are embedded as the files are read): chunks embedded so far,
+            # of the chunks found, or while files are still being read an estimate from the share of files read
+            whole = tally["chunks"]
+            if tally["read"] < tally["files"]:
+                whole = max(tally["chunks"] * tally["files"] // max(1, tally["read"]), tally["embedded"] + total + 1)
+            progress("embed", tally["embedded"] + done, whole)
+
         try:
             with source_folder(source, limits) as root:
-                writer = SegmentWriter(staging, f"s{seg_no:06d}")
+                writer, held = SegmentWriter(staging, f"s{seg_no:06d}"), {}
                 files, entries = {}, []
-                for f in iter_folder(root, limits, include_skipped=expected_hash is not None, selection=selection):
+
+                def finish(writer: SegmentWriter, held: dict) -> None:
+                    nonlocal dim, embedded
+                    seg, dim = writer.finish(encoder, dim, embed_progress)
+                    tally["embedded"] += seg["rows"]
+                    embedded += seg["rows"]
+                    if seg["rows"]:
+                        segments[seg["id"]] = seg
+                        write_bytes(staging / f"{seg['id']}.journal.tmp", json.dumps({"segment": seg, "dim": dim, "files": held}).encode())
+                        os.replace(staging / f"{seg['id']}.journal.tmp", staging / f"{seg['id']}.journal.json")
+
+                for f in iter_folder(root, limits, include_skipped=expected_hash is not None, selection=selection,
+                                     on_count=lambda n: tally.update(files=n)):
                     entries.append((f.path, f.size, f.sha256))
+                    tally["read"] += 1
                     if not f.indexed:
+                        continue
+                    hit = reuse.get(f.path)
+                    if hit and hit[1]["sha256"] == f.sha256:  # in a segment a killed build of this spec finished
+                        j, entry = hit
+                        segments[j["segment"]["id"]] = j["segment"]
+                        files[f.path] = {"sha256": f.sha256, "size": f.size, "segment": j["segment"]["id"], "first": entry["first"], "chunks": entry["chunks"]}
+                        tally["chunks"] += entry["chunks"]
+                        tally["embedded"] += entry["chunks"]
                         continue
                     first, count = writer.add(f.path, f.chunks(chunking))
                     files[f.path] = {"sha256": f.sha256, "size": f.size, "segment": writer.id if count else None, "first": first, "chunks": count}
+                    tally["chunks"] += count
+                    if count:
+                        held[f.path] = {"sha256": f.sha256, "first": first, "chunks": count}
                     if progress:
                         progress("read", len(files), 0)
+                    if len(writer.records) >= SEGMENT_ROWS:
+                        finish(writer, held)
+                        seg_no += 1
+                        writer, held = SegmentWriter(staging, f"s{seg_no:06d}"), {}
             digest = content_hash(entries)
             if expected_hash is not None and digest != expected_hash:
                 raise BackendError(f"dataroom {source} changed while it was being indexed (content hash {digest[:12]}, expected {expected_hash[:12]})")
-            seg, dim = writer.finish(encoder, None, progress)
-            live = np.ones(seg["rows"], dtype=bool)
-            tables = _tables(staging, gen, files, live, writer.texts)
+            if writer.records or not segments:
+                finish(writer, held)
+            else:  # the last segment filled up exactly: this writer got nothing
+                writer.finish(None, dim)
+            dim = int(dim or 0)
+            order = [segments[k] for k in sorted(segments)]
+            live = _live_mask(order, files)
+            tables = _tables(staging, gen, files, live, _texts_of(staging, order, live))
             ann_rec = None
-            if ann is not None and seg["rows"]:
-                vecs = np.load(staging / seg["files"]["vectors"]["name"], mmap_mode="r")
-                ann_rec = _build_ann(staging, gen, [(np.arange(seg["rows"]), vecs)], dim, ann)
+            params = wants_ann(ann, int(live.sum()))
+            if params is not None and live.any():
+                ann_rec = _build_ann(staging, gen, _segment_batches(staging, order, live), dim, params)
             src = {"path": str(source), "kind": kind, "content_sha256": digest}
-            state = _state(src, embedder, chunking, dim, gen, [seg] if seg["rows"] else [], tables, ann_rec, files)
+            state = _state(src, embedder, chunking, dim, gen, order, tables, ann_rec, files)
             if selection is not None:
                 state["selection"] = selection.as_dict()
+            for j in staging.glob("*.journal.json"):
+                j.unlink()  # the committed state holds the segments now
             _commit(folder, staging, state)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return Report("built", str(folder), gen, len(files), seg["rows"], embedded_chunks=seg["rows"], new_files=sorted(files),
+        except BaseException:
+            for tmp in staging.glob("g*"):  # a generation's tables are rebuilt by the rerun; its finished segments stay
+                shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    return Report("built", str(folder), gen, len(files), int(live.sum()), embedded_chunks=embedded, new_files=sorted(files),
                   seconds=round(time.monotonic() - start, 3))
+
+
+def _resume_folder(folder: Path, source: Path, embedder: dict, chunking: Chunking, selection: Optional[Selection]) -> Path:
+    """The staging folder of a full build, named by what it builds: a rerun of a killed build finds its segments.
+    Named .tmp-* like every staging folder: doctor reports it, and a commit of another build removes it."""
+    spec = json.dumps([str(source), embedder["key"], chunking.as_dict(), selection.as_dict() if selection is not None else None])
+    path = folder / f".tmp-build-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _journals(staging: Path) -> list[dict]:
+    """Finished segments of a killed build in staging (journal written after the segment's files): those whose files
+    are all there with their recorded sizes; anything else there is a dead writer's and is removed."""
+    out, keep = [], set()
+    for path in sorted(staging.glob("s*.journal.json")):
+        try:
+            j = json.loads(path.read_text())
+            seg = j["segment"]
+            if all((staging / rec["name"]).stat().st_size == rec["bytes"] for rec in seg["files"].values()):
+                out.append(j)
+                keep |= {rec["name"] for rec in seg["files"].values()} | {path.name}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    for entry in staging.iterdir():
+        if entry.name not in keep:
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+    return out
+
+
+def _texts_of(folder: Path, segments: list[dict], live: np.ndarray) -> list[str]:
+    """The live rows' texts in row order, read back from the segments' text blobs (no segment's texts stay in memory)."""
+    from .store import MANIFEST_DTYPE
+
+    out, base = [], 0
+    for seg in segments:
+        man = np.load(folder / seg["files"]["manifest"]["name"], mmap_mode="r")
+        assert man.dtype == MANIFEST_DTYPE
+        with open(folder / seg["files"]["text"]["name"], "rb") as fh:
+            blob = fh.read()
+        for r in np.flatnonzero(live[base : base + seg["rows"]]):
+            out.append(blob[int(man[r]["text_start"]) : int(man[r]["text_end"])].decode("utf-8", errors="replace"))
+        del blob
+        base += seg["rows"]
+    return out
+
+
+def _segment_batches(folder: Path, segments: list[dict], live: np.ndarray, batch: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    base = 0
+    for seg in segments:
+        vecs = np.load(folder / seg["files"]["vectors"]["name"], mmap_mode="r")
+        rows = np.flatnonzero(live[base : base + seg["rows"]])
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            yield part + base, np.asarray(vecs[part])
+        base += seg["rows"]
+
 
 
 def _scan_hash(root: Path, limits: Optional[DataroomLimits], selection: Optional[Selection] = None) -> str:

@@ -46,7 +46,7 @@ def selection_of(args):
 
 def cmd_build(args) -> int:
     from .ann import AnnParams
-    from .build import build
+    from .build import AUTO, build
     from .encoders import encoder_for, record
     from .source import Chunking
 
@@ -64,7 +64,7 @@ def cmd_build(args) -> int:
                   "query_prefix": args.query_prefix, "passage_prefix": args.passage_prefix}
     encoder = encoder_for(config, device=args.device, cache=not args.no_cache)
     report = build(Path(args.source), Path(args.index), encoder, Chunking(args.chunk_chars, args.chunk_overlap), record(config, encoder.identity),
-                   ann=AnnParams() if args.backend == "ann" else None, force=args.force, progress=Console(Path(args.source).name),
+                   ann={"ann": AnnParams(), "exact": None}.get(args.backend, AUTO), force=args.force, progress=Console(Path(args.source).name),
                    selection=selection_of(args))
     print(json.dumps(summary(report.as_dict(), args.list_files)))
     return 0
@@ -119,7 +119,7 @@ def cmd_search(args) -> int:
     qvec = query_vector(Path(args.query_file), idx.dim) if args.query_file is not None else None
     if args.backend == "ann" and not idx.has_ann:
         raise SearchboxError(f"index {args.index} has no ANN graph (build it with --backend ann)")
-    corpus = IndexCorpus(idx, use_ann=args.backend == "ann")
+    corpus = IndexCorpus(idx, use_ann=args.backend == "ann" or (args.backend == "auto" and idx.has_ann))
     rows = None
     if args.paths:
         files = sorted(idx.files)
@@ -207,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--hash-dim", type=int, default=256)
     b.add_argument("--chunk-chars", type=int, default=DEFAULTS.chunk_chars)
     b.add_argument("--chunk-overlap", type=int, default=DEFAULTS.chunk_overlap)
-    b.add_argument("--backend", choices=["exact", "ann"], default="exact", help="ann: also build a usearch HNSW graph")
+    b.add_argument("--backend", choices=["auto", "exact", "ann"], default="auto",
+                   help="ann: also build a usearch HNSW graph; auto (default): ann from 200,000 chunks (build.ANN_AUTO_ROWS)")
     b.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
     b.add_argument("--json", action="store_true", help="print the report as JSON (it always is: counts of files, no names)")
     b.add_argument("--list-files", action="store_true", help="add the new, changed and deleted file names to the report")
@@ -239,7 +240,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--query-file", metavar="FILE", default=None,
                    help="search with this vector instead of QUERY: raw little-endian float32, the index's dimension")
     s.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="dense")
-    s.add_argument("--backend", choices=["exact", "ann"], default="exact")
+    s.add_argument("--backend", choices=["auto", "exact", "ann"], default="auto",
+                   help="auto (default): the index's ANN graph when it has one (whole-corpus dense queries), else exact")
     s.add_argument("--paths", nargs="+", help="only these files or folders")
     s.add_argument("--snippet-chars", "--snippet-len", dest="snippet_chars", type=int, default=240, help="snippet length in characters")
     s.add_argument("--json", action="store_true", help="[{doc_id, score, path, offset, snippet}]")

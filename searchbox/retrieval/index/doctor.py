@@ -153,7 +153,8 @@ def _check(folder: Path, state: dict, check_source: bool) -> list[Finding]:
     # 4. The source: report drift, which refresh fixes.
     stale = [p.name for p in folder.iterdir() if p.name.startswith(".tmp-")]
     if stale:
-        out.append(Finding("warn", f"{len(stale)} staging folder(s) of an interrupted writer", "removed by the next build or refresh"))
+        out.append(Finding("warn", f"{len(stale)} staging folder(s) of an interrupted writer",
+                           "the same build rerun resumes from its finished segments (.tmp-build-*); any other write removes them"))
     if check_source:
         out.append(_source_drift(state, table, folder))
     order = {"error": 0, "warn": 1, "ok": 2}

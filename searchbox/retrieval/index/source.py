@@ -84,14 +84,14 @@ def source_folder(path: Path, limits: DataroomLimits | None = None) -> Iterator[
 
 
 def iter_folder(root: Path, limits: DataroomLimits | None = None, include_skipped: bool = False,
-                selection: Optional["Selection"] = None) -> Iterator[SourceFile]:
+                selection: Optional["Selection"] = None, on_count=None) -> Iterator[SourceFile]:
     """Every regular file under root, sorted by path, with its bytes and SHA-256.
 
     Links are never followed and files are read through safefs (a run's dataroom is read the way
     the harness reads everything under work/); `.git`-style folders are skipped unless
     include_skipped (a run's content hash covers every file, like Workspace.sha256). A selection (the CLI's
     extension allow-list and skipped folders) leaves the files it does not keep out, or, with include_skipped,
-    yields them unindexed.
+    yields them unindexed. on_count(n) hears how many files will come, before the first (a build's ETA).
     """
     limits = limits or DataroomLimits()
     root = Path(root)
@@ -108,6 +108,8 @@ def iter_folder(root: Path, limits: DataroomLimits | None = None, include_skippe
                 rels.append(rel)
                 if len(rels) > limits.max_files:
                     raise DataroomError(f"refused {root}: more than max_files={limits.max_files} files")
+    if on_count is not None:
+        on_count(len(rels))
     for rel in sorted(rels):
         indexed = not any(part in SKIP_DIRS for part in rel.split("/")[:-1]) and (selection is None or selection.keeps(rel))
         data = safefs.read_bytes(root, rel, cap=limits.max_file_bytes + 1)
