@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -66,19 +67,22 @@ def replies(run_dir: Path) -> list[str]:
     return out
 
 
-def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float) -> dict:
+def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float, reuse: Optional[Path] = None) -> dict:
+    """One variant's sweep, run now into root, or (reuse) a finished sweep folder of that variant read as it is."""
     name = f"{variant}-q{limit}"
     cmd = [sys.executable, "-m", "searchbox.sweep", "-m", f"tools={tools}", f"budget={budgets}", f"questions.limit={limit}",
            "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}", *VARIANTS[variant]]
-    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env["SEARCHBOX_OTHER_LOAD"] = "0"
     load_before = [round(x, 2) for x in os.getloadavg()]
-    t = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-    wall = time.monotonic() - t
-    if proc.returncode != 0:
-        raise SystemExit(f"searchbox: the {name} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    sweep = root / name
+    wall = None
+    if reuse is None:
+        env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+        env["SEARCHBOX_OTHER_LOAD"] = "0"
+        t = time.monotonic()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        wall = round(time.monotonic() - t, 2)
+        if proc.returncode != 0:
+            raise SystemExit(f"searchbox: the {name} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    sweep = reuse or root / name
     runs = []
     for d in sorted((sweep / "runs").iterdir()):
         if not (d / "DONE").exists():
@@ -89,24 +93,41 @@ def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout
         split.update({"correct": (meta.get("grades") or {}).get("correct"), "replies": len(said),
                       "looping": sum(looping(r) for r in said), "first_reply": said[0] if said else ""})
         runs.append(split)
-    total = lambda key: sum(r[key] or 0 for r in runs)  # noqa: E731
     return {"variant": variant, "sampler": VARIANTS[variant], "questions_limit": limit, "command": " ".join(cmd[2:]),
-            "wall_s": round(wall, 2), "runs": len(runs), "turns": total("turns"), "llm_calls": total("llm_calls"),
+            "reused": str(reuse) if reuse else None, "wall_s": wall, "per_run": runs, "load_before": load_before,
+            "load_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def totals(c: dict, keys: Optional[set] = None) -> dict:
+    """A case's sums over its runs, or over the runs of `keys` ((question, tools, budget)) only: variants that ran
+    different grids are compared on the runs they share."""
+    runs = [r for r in c["per_run"] if keys is None or (r["question_id"], r["tools"], r["budget"]) in keys]
+    total = lambda key: sum(r[key] or 0 for r in runs)  # noqa: E731
+    return {"runs": len(runs), "turns": total("turns"), "llm_calls": total("llm_calls"),
             "replies": total("replies"), "looping_replies": total("looping"), "completion_tokens": total("completion_tokens"),
             "length_cut": total("length_cut"), "correct": total("correct"), "decode_s": round(total("decode_s"), 2),
-            "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()], "per_run": runs}
+            "elapsed_s": round(total("elapsed_s"), 2)}
+
+
+def shared_keys(cases: list[dict]) -> set:
+    """The (question, tools, budget) runs every case has."""
+    sets = [{(r["question_id"], r["tools"], r["budget"]) for r in c["per_run"]} for c in cases]
+    return set.intersection(*sets) if sets else set()
 
 
 def compare(cases: list[dict]) -> None:
-    """Each variant's first replies against `none`'s, run by run (same question, tools and budget)."""
+    """Each case's sums over the runs all cases share, and its first replies against `none`'s, run by run."""
+    keys = shared_keys(cases)
+    for c in cases:
+        c["shared"] = totals(c, keys)
     base = next((c for c in cases if c["variant"] == "none"), None)
     if base is None:
         return
     first = {(r["question_id"], r["tools"], r["budget"]): r["first_reply"] for r in base["per_run"]}
     for c in cases:
-        changed = [r for r in c["per_run"] if first.get((r["question_id"], r["tools"], r["budget"])) not in (None, r["first_reply"])]
+        changed = [k for r in c["per_run"] if (k := (r["question_id"], r["tools"], r["budget"])) in keys and first[k] != r["first_reply"]]
         c["first_replies_changed"] = len(changed)
-        c["first_replies_changed_not_looping"] = sum(not looping(first[(r["question_id"], r["tools"], r["budget"])]) for r in changed)
+        c["first_replies_changed_not_looping"] = sum(not looping(first[k]) for k in changed)
 
 
 def write_md(result: dict, path: Path) -> None:
@@ -114,30 +135,34 @@ def write_md(result: dict, path: Path) -> None:
              f"{result['date']} on {result['machine']}. {result['load']}", "",
              f"The command: the design card's main command with `questions.limit={result['limit']}` (SmolLM2-135M on the embedded "
              "llama-server, the packaged corpus and questions), one `model.sampler` setting per variant, the thread plan fixed. "
-             f"A looping reply holds some run of {LOOP_WORDS} words {LOOP_TIMES} times or more.", "",
-             "| variant | sampler | wall s | runs | turns | calls | completion tok | cut at max_tokens | looping replies | correct | "
-             "first replies changed (of which not looping before) | decode s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"A looping reply holds some run of {LOOP_WORDS} words {LOOP_TIMES} times or more. Sums over the runs every variant "
+             f"has ({result['shared_runs']}: {result['shared_grid']}).", "",
+             "| variant | sampler | runs | turns | calls | completion tok | cut at max_tokens | looping replies | correct | "
+             "first replies changed (of which not looping before) | decode s | run s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in result["cases"]:
-        lines.append(f"| {c['variant']} | {' '.join(c['sampler']) or '-'} | {c['wall_s']} | {c['runs']} | {c['turns']} | {c['llm_calls']} | "
-                     f"{c['completion_tokens']} | {c['length_cut']} | {c['looping_replies']} of {c['replies']} | {c['correct']} | "
-                     f"{c.get('first_replies_changed', '-')} ({c.get('first_replies_changed_not_looping', '-')}) | {c['decode_s']} |")
-    lines += ["", result["verdict"], ""]
+        t = c["shared"]
+        lines.append(f"| {c['variant']} | {' '.join(c['sampler']) or '-'} | {t['runs']} | {t['turns']} | {t['llm_calls']} | "
+                     f"{t['completion_tokens']} | {t['length_cut']} | {t['looping_replies']} of {t['replies']} | {t['correct']} | "
+                     f"{c.get('first_replies_changed', '-')} ({c.get('first_replies_changed_not_looping', '-')}) | {t['decode_s']} | {t['elapsed_s']} |")
+    lines += ["", result["verdict"], ""] + [f"- {c['variant']}: `{c['command']}`" + (f" (this sweep was run earlier: {c['reused']})" if c["reused"] else "")
+                                           for c in result["cases"]] + [""]
     path.write_text("\n".join(lines))
 
 
 def verdict(cases: list[dict]) -> str:
-    base = next(c for c in cases if c["variant"] == "none")
+    base = next(c for c in cases if c["variant"] == "none")["shared"]
     out = []
     for c in cases:
         if c["variant"] == "none":
             continue
-        fewer = c["looping_replies"] < base["looping_replies"] and c["completion_tokens"] < base["completion_tokens"]
+        t = c["shared"]
+        fewer = t["looping_replies"] < base["looping_replies"] and t["completion_tokens"] < base["completion_tokens"]
         clean = c.get("first_replies_changed_not_looping", 1) == 0
-        out.append(f"- {c['variant']}: looping replies {base['looping_replies']} -> {c['looping_replies']}, completion tokens "
-                   f"{base['completion_tokens']} -> {c['completion_tokens']}, cut at max_tokens {base['length_cut']} -> {c['length_cut']}, "
-                   f"{c.get('first_replies_changed_not_looping', '?')} first reply(ies) changed that did not loop: "
-                   + ("meets the criterion" if fewer and clean else "does not meet the criterion (adopt only with fewer loops and "
-                      "tokens and no non-looping output changed)"))
+        out.append(f"- {c['variant']}: looping replies {base['looping_replies']} -> {t['looping_replies']}, completion tokens "
+                   f"{base['completion_tokens']} -> {t['completion_tokens']}, cut at max_tokens {base['length_cut']} -> {t['length_cut']}, "
+                   f"correct {base['correct']} -> {t['correct']}; {c.get('first_replies_changed_not_looping', '?')} first reply(ies) "
+                   "changed that did not loop: " + ("meets the criterion" if fewer and clean else "does not meet the criterion (adopt only "
+                                                    "with fewer loops and tokens and no non-looping output changed)"))
     return "\n".join(out)
 
 
@@ -150,18 +175,25 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--load", default="", help="what else ran on the machine (stated in the result)")
+    parser.add_argument("--reuse", action="append", default=[], metavar="VARIANT=FOLDER",
+                        help="read a variant's finished sweep folder instead of running it (its own grid, say so in --load)")
     args = parser.parse_args()
+    reuse = dict(r.split("=", 1) for r in args.reuse)
     cases = []
     with tempfile.TemporaryDirectory(prefix="sb-repetition-") as tmp:
         for variant in args.variants:
-            c = case(variant, args.limit, args.tools, args.budgets, Path(tmp), args.timeout)
+            c = case(variant, args.limit, args.tools, args.budgets, Path(tmp), args.timeout, Path(reuse[variant]) if variant in reuse else None)
             cases.append(c)
-            print(f"[repetition] {variant}: {c['runs']} runs, {c['completion_tokens']} completion tokens, "
-                  f"{c['looping_replies']} looping of {c['replies']} replies, {c['wall_s']} s", file=sys.stderr)
+            t = totals(c)
+            print(f"[repetition] {variant}: {t['runs']} runs, {t['completion_tokens']} completion tokens, "
+                  f"{t['looping_replies']} looping of {t['replies']} replies, {c['wall_s']} s", file=sys.stderr)
     compare(cases)
     result = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "machine": f"{os.cpu_count()} cores ({platform.platform()})", "limit": args.limit,
               "load": args.load or "Load: not stated.", "cases": cases}
+    keys = sorted(shared_keys(cases), key=str)
+    result["shared_runs"] = len(keys)
+    result["shared_grid"] = ", ".join(f"{q} tools={t} budget={b}" for q, t, b in keys)
     result["verdict"] = verdict(cases) if any(c["variant"] == "none" for c in cases) else ""
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repetition.json").write_text(json.dumps(result, indent=1))
