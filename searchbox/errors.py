@@ -174,9 +174,10 @@ def exit_process(main: "Callable[[], object]") -> None:
 
     pyarrow's native thread pools can abort a process at that teardown (std::terminate on a still-joinable worker:
     "terminate called without an active exception", exit 134) after all its work is written; one control sweep in
-    about ten did so here (apache/arrow#34314). So the Python-level exit handlers (logging, temporary folders, Ray's
-    shutdown) run as at a normal exit, the streams are flushed, and the process ends by os._exit: nothing that
-    could still change a result is skipped, only the native destructors that race."""
+    about ten did so here (apache/arrow#34314). So what a normal exit runs still runs, in its order (the threading
+    hooks and joins, then the atexit handlers: logging, temporary folders, Ray's shutdown), the streams are flushed,
+    and the process ends by os._exit: nothing that could still change a result is skipped, only the native
+    destructors that race."""
     import atexit
     import os
 
@@ -190,6 +191,12 @@ def exit_process(main: "Callable[[], object]") -> None:
     if status is not None and not isinstance(status, int):
         print(status, file=sys.stderr)  # sys.exit("message") prints the message and exits 1
     try:
+        import threading
+
+        # As the interpreter's own exit does, in its order: first the threading exit hooks (concurrent.futures' and
+        # joblib/loky's executors stop there) and the joins of non-daemon threads, then the atexit handlers. Without
+        # the first, joblib's atexit waited on a loky executor that was never told to stop: 300 s, its idle timeout.
+        threading._shutdown()
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):

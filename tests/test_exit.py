@@ -39,3 +39,22 @@ def test_exit_process_keeps_status_handlers_and_output(tmp_path, kind, code, err
     assert proc.stdout == "partial line without newline"  # flushed before os._exit
     assert err in proc.stderr and "Traceback" not in proc.stderr
     assert mark.read_text() == "handler ran"  # atexit handlers (logging, temp folders, Ray) still run
+
+
+def test_exit_process_stops_a_process_pool_as_a_normal_exit_does(tmp_path):
+    """The threading exit hooks run before the atexit handlers, as at a normal exit: without them joblib's atexit waited on
+    a loky executor nobody had told to stop, and a joblib sweep hung 300 s (its workers' idle timeout) after its work."""
+    import time
+
+    code = """
+from joblib import Parallel, delayed
+from searchbox.errors import exit_process
+def main():
+    assert Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(4)) == [0, 1, 2, 3]
+    return 0
+exit_process(main)
+"""
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - t < 100, "the process pool held the exit"  # 300 s when it hangs; a few seconds otherwise
