@@ -72,6 +72,16 @@ def read_answer_in(work: Path) -> tuple[Optional[str], str]:
     return (text, "file") if text is not None else (None, "other")
 
 
+def record_turn(rec: Any, s: Any, stats: TurnStats, answer: Optional[str]) -> None:
+    """The turn's row, and ANSWER.md's snapshot when the answer changed in it: what every harness writes at a turn's end.
+    `s` is the harness's state (its turn, ledger and last_snapshot)."""
+    changed = answer is not None and answer != s.last_snapshot
+    if changed:
+        rec.snapshot(s.turn, answer)
+        s.last_snapshot = answer
+    rec.turn(stats.row(s.turn, s.ledger.total, answer, changed))
+
+
 def backstop(work: Path, s: Any, last: str, written: Optional[Callable[[Path, str], None]] = None) -> Optional[str]:
     """ANSWER.md's text; if the model wrote none, its last own words (`last`, never a user or tool text) go there: the
     one backstop of every harness. `s` is the harness's state (its answer_source and backstop_text); `written` is
@@ -354,12 +364,7 @@ class Agent:
     def _end_turn(self, checkpoint: bool = True) -> None:
         s = self.s
         stats = self.acct.end_turn()
-        answer = self._backstop()
-        changed = answer is not None and answer != s.last_snapshot
-        if changed:
-            self.rec.snapshot(s.turn, answer)
-            s.last_snapshot = answer
-        self.rec.turn(stats.row(s.turn, s.ledger.total, answer, changed))
+        record_turn(self.rec, s, stats, self._backstop())
         if checkpoint:
             self._checkpoint()
 

@@ -34,7 +34,7 @@ from ...errors import BackendError, ModelError
 from ...model.protocol import text_of
 from ...record.record import ToolRow
 from ..accounting import Accountant, Clock, Ledger, stop_of
-from ..agent import OVERFLOW_RX, backstop, visible_text
+from ..agent import OVERFLOW_RX, backstop, record_turn, visible_text
 from ..base import CONTINUE, EndTurn, RunContext, Stop
 from ..state import dump
 from . import Templates, agent_config, system_vars, task
@@ -205,12 +205,7 @@ class MiniRun:
         s = self.s
         stats = self.acct.end_turn()
         stats.ended_by = stats.ended_by or "exit"
-        answer = self._backstop()
-        changed = answer is not None and answer != s.last_snapshot
-        if changed:
-            self.rec.snapshot(s.turn, answer)
-            s.last_snapshot = answer
-        self.rec.turn(stats.row(s.turn, s.ledger.total, answer, changed))
+        record_turn(self.rec, s, stats, self._backstop())
         if checkpoint:
             self._checkpoint(self.agent.messages)
 

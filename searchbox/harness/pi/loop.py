@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ...corpus import safefs
-from ..agent import OVERFLOW_RX, backstop, visible_text
+from ..agent import OVERFLOW_RX, backstop, record_turn, visible_text
 from ...errors import BackendError, ModelError
 from ...model.llm import Usage
 from ...paths import atomic_write
@@ -258,12 +258,8 @@ class PiRun:
         answer = self._backstop(self.ws.work)  # the harness's tools write work/ on disk: Pi's box has none
         if live and checkpoint:
             self._persist("checkpoint-session.jsonl")  # Pi's session as of this checkpoint (work/ is on disk already)
-        changed = answer is not None and answer != s.last_snapshot
         with self.lock:
-            if changed:
-                self.rec.snapshot(s.turn, answer)
-                s.last_snapshot = answer
-            self.rec.turn(stats.row(s.turn, s.ledger.total, answer, changed))
+            record_turn(self.rec, s, stats, answer)
             if checkpoint:
                 self._checkpoint()
 
