@@ -98,16 +98,14 @@ def cannot_act(runs: pd.DataFrame) -> pd.Series:
     """Per run, why it could not act at all ('' when it could), read from its record: a control policy whose tools are
     not all among the run's enabled tools (searchbox.model.controls.NEEDS), which answered nothing. Such a run scores 0 by
     construction; it is no result about the control or the tier (control-dense under grep_only has nothing to call)."""
-    from ..model.controls import cannot_act as why_inert
+    from ..model.controls import row_cannot_act
 
     why = pd.Series("", index=runs.index, dtype=object)
     if runs.empty or "tools_enabled" not in runs.columns:
         return why
-    policy = runs["served_policy"] if "served_policy" in runs.columns else runs.get("model.policy", pd.Series(None, index=runs.index))
-    answered = runs["answer_present"].fillna(False).astype(bool) if "answer_present" in runs.columns else pd.Series(False, index=runs.index)
-    for i, (pol, enabled, ans) in enumerate(zip(policy, runs["tools_enabled"], answered)):
-        if isinstance(enabled, str):
-            why.iloc[i] = why_inert(pol, enabled.split(","), bool(ans))
+    cols = [c for c in ("served_policy", "model.policy", "tools_enabled", "answer_present") if c in runs.columns]
+    for i, row in enumerate(runs[cols].to_dict("records")):
+        why.iloc[i] = row_cannot_act(row)
     return why
 
 

@@ -20,6 +20,7 @@ that cannot be computed (no gold) is None, never 0.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -141,7 +142,7 @@ def not_a_result(grades: dict, why: str) -> dict:
     """The grades of a run that could not act (model.controls.cannot_act): every measure None, never the 0 it scored by
     construction, so that no table, figure or mean (runs.parquet, the web's, the report's) counts it; `cannot_act` says
     why. Text (what was graded, by which grader and judge) is kept."""
-    out = {k: (None if isinstance(v, (bool, int, float)) or k in TEXT_MEASURES else v) for k, v in grades.items()}
+    out = {k: (None if isinstance(v, numbers.Number) or k in TEXT_MEASURES else v) for k, v in grades.items()}
     out["correct_reason"] = f"n/a: {why}"[:300]
     out["cannot_act"] = why
     return out

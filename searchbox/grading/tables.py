@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ArgParser, SearchboxError
-from ..model.controls import cannot_act
-from . import Question, TEXT_MEASURES, grade_text, load_questions
+from ..model.controls import row_cannot_act
+from . import Question, grade_text, load_questions, not_a_result
 from .answer import ANSWER_PART_VERSION
 from .correct import CORRECT_VERSION
 from .normalize import NORMALIZER_VERSION
@@ -42,25 +43,20 @@ MEASURE_PREFIXES = ("correct", "contains", "exact_match", "f1", "evidence_", "go
                     "confidence")
 
 
-def row_cannot_act(row: dict) -> str:
-    """Why a runs.parquet row's run could not act (model.controls.cannot_act over its served policy, tools and answer)."""
-    policy, tools = row.get("served_policy"), row.get("tools_enabled")
-    return cannot_act(policy if isinstance(policy, str) else None, str(tools or "").split(","), row.get("answer_present") in (True, 1))
+def _plain(value):
+    """A table cell as Python's own type (numpy's bool is no numbers.Number, so not_a_result would keep it)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _not_a_result(runs: pd.DataFrame, i, why: str) -> None:
-    """Row i's measures missing (grading.not_a_result on a table row): a number, or a measure written as text."""
-    for col in runs.columns:
-        value = runs.at[i, col]
-        numeric = isinstance(value, (bool, int, float)) or pd.api.types.is_number(value)
-        if col.startswith(MEASURE_PREFIXES) and (numeric or col in TEXT_MEASURES) and not col.endswith("_version"):
-            if runs[col].dtype.kind in "biu":  # an integer or boolean column cannot hold a missing value as it is
-                runs[col] = runs[col].astype(object)
-            runs.at[i, col] = None
-    if "cannot_act" not in runs.columns:
-        runs["cannot_act"] = pd.Series(None, index=runs.index, dtype=object)
-    runs.at[i, "correct_reason"] = f"n/a: {why}"[:300]
-    runs.at[i, "cannot_act"] = why
+    """Row i's measures missing: grading.not_a_result over the row's measure columns (MEASURE_PREFIXES)."""
+    measures = {c: _plain(runs.at[i, c]) for c in runs.columns if c.startswith(MEASURE_PREFIXES) and not c.endswith("_version")}
+    for col, value in {**measures, **not_a_result(measures, why)}.items():
+        if col not in runs.columns:
+            runs[col] = pd.Series(None, index=runs.index, dtype=object)
+        elif value is None and runs[col].dtype.kind in "biu":  # an integer or boolean column holds no missing value as it is
+            runs[col] = runs[col].astype(object)
+        runs.at[i, col] = value
 
 
 def answer_grader_version(evidence_version: str) -> str:

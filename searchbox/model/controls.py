@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from ..corpus import markup
 from ..config import ModelConfig
@@ -41,16 +41,6 @@ from .llm import Response, Usage
 
 POLICIES = ("keyword", "dense", "oracle")
 NEEDS = {"keyword": ("grep", "read"), "dense": ("search_dataroom", "read"), "oracle": ("read",)}
-def cannot_act(policy: Optional[str], tools: "list[str] | tuple[str, ...]", answered: bool) -> str:
-    """Why a run could not act at all ('' when it could): a control policy whose tools are not all among the run's tools,
-    which answered nothing. Such a run scores 0 by construction; it is no result about the control or the tier (dense
-    under grep_only has nothing to call), so its grades are missing (None), never 0 (grading.grade, analysis.frames)."""
-    if not isinstance(policy, str) or policy not in NEEDS or answered:
-        return ""
-    missing = [t for t in NEEDS[policy] if t not in tools]
-    return f"control-{policy} needs {', '.join(missing)}, which this tool selection does not offer" if missing else ""
-
-
 MAX_GREPS = 4  # rarest-term probes per question
 MAX_PAGES = 12  # read calls per file (each page is one tool output, capped by the harness)
 READ_LIMIT = 2000  # lines asked per read
@@ -74,6 +64,32 @@ FIELD = re.compile(r"^([A-Za-z_][\w-]*):\s*(.*)$")
 ISO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})T\d{2}:\d{2}")
 MODEL_NAME = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9.]*[A-Za-z0-9])+(?![\w-])")  # jina-clip-v2, ReaderLM-v2
 RX_META = re.compile(r"([\\.^$*+?()\[\]{}|])")
+
+
+# ---- what a control needs --------------------------------------------------------------------
+def missing_tools(policy: str, offered: Iterable[str]) -> list[str]:
+    """The tools a control policy needs (NEEDS) that the run does not offer."""
+    have = set(offered)
+    return [t for t in NEEDS[policy] if t not in have]
+
+
+def cannot_act(policy: Optional[str], tools: Iterable[str], answered: bool) -> str:
+    """Why a run could not act at all ('' when it could): a control policy whose tools are not all among the run's tools,
+    which answered nothing. Such a run scores 0 by construction; it is no result about the control or the tier (dense
+    under grep_only has nothing to call), so its grades are missing (None), never 0 (grading.grade, analysis.frames)."""
+    if not isinstance(policy, str) or policy not in NEEDS or answered:
+        return ""
+    missing = missing_tools(policy, tools)
+    return f"control-{policy} needs {', '.join(missing)}, which this tool selection does not offer" if missing else ""
+
+
+def row_cannot_act(row: Mapping[str, Any]) -> str:
+    """cannot_act of a runs.parquet row: its served policy (or configured one), its enabled tools and whether it answered."""
+    policy = row.get("served_policy") if "served_policy" in row else row.get("model.policy")
+    tools = row.get("tools_enabled")
+    if not isinstance(tools, str):  # a row that does not say its tools says nothing of what it could do
+        return ""
+    return cannot_act(policy if isinstance(policy, str) else None, tools.split(","), row.get("answer_present") in (True, 1))
 
 
 # ---- the reader ------------------------------------------------------------------------------
@@ -452,7 +468,7 @@ class ControlClient:
 
     def _start(self, offered: set[str]) -> Optional[tuple[str, dict]]:
         p = self.plan
-        missing = [t for t in NEEDS[self.policy] if t not in offered]
+        missing = missing_tools(self.policy, offered)
         if missing:
             return self._give_up(f"control-{self.policy} needs the {', '.join(missing)} tool(s), which this run's "
                                  f"tool selection does not offer ({', '.join(sorted(offered)) or 'none'}): no answer")
