@@ -88,18 +88,30 @@ def run_split(run_dir: Path) -> dict:
             "system_sha": hashlib.sha256(system.encode()).hexdigest()[:12]}
 
 
-def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float) -> dict:
-    name = f"{variant}-q{limit}"
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", f"tools={tools}", f"budget={budgets}", f"questions.limit={limit}",
-           "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}"]
+def command(name: str, limit: int, tools: str, budgets: str, root: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """The main command with questions.limit, into a sweep folder of its own under root."""
+    return [sys.executable, "-m", "searchbox.sweep", "-m", f"tools={tools}", f"budget={budgets}", f"questions.limit={limit}",
+            "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}", *extra]
+
+
+def launch(name: str, cmd: list[str], env_vars: dict, timeout_s: float) -> tuple[subprocess.CompletedProcess, float]:
+    """Run a sweep command with a clean environment plus env_vars; (the finished process, its wall seconds), or exit
+    naming the sweep that failed."""
     env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env.update(VARIANTS[variant])
-    load_before = round(os.getloadavg()[0], 2)
+    env.update(env_vars)
     t = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     wall = time.monotonic() - t
     if proc.returncode != 0:
         raise SystemExit(f"searchbox: the {name} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc, wall
+
+
+def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float) -> dict:
+    name = f"{variant}-q{limit}"
+    cmd = command(name, limit, tools, budgets, root)
+    load_before = round(os.getloadavg()[0], 2)
+    proc, wall = launch(name, cmd, VARIANTS[variant], timeout_s)
     sweep = root / name
     runs = [run_split(d) for d in sorted((sweep / "runs").iterdir()) if (d / "DONE").exists()]
     total = lambda key: sum(r[key] for r in runs)  # noqa: E731

@@ -28,10 +28,8 @@ import datetime as dt
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Optional
@@ -39,7 +37,7 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.main_command import CLEAN_ENV, run_split  # noqa: E402
+from benchmarks.main_command import command, launch, run_split  # noqa: E402
 
 VARIANTS = {
     "none": [],
@@ -70,18 +68,12 @@ def replies(run_dir: Path) -> list[str]:
 def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float, reuse: Optional[Path] = None) -> dict:
     """One variant's sweep, run now into root, or (reuse) a finished sweep folder of that variant read as it is."""
     name = f"{variant}-q{limit}"
-    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", f"tools={tools}", f"budget={budgets}", f"questions.limit={limit}",
-           "harness.today=2026-01-01", f"sweep.root={root}", f"sweep.name={name}", *VARIANTS[variant]]
+    cmd = command(name, limit, tools, budgets, root, tuple(VARIANTS[variant]))
     load_before = [round(x, 2) for x in os.getloadavg()]
     wall = None
     if reuse is None:
-        env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-        env["SEARCHBOX_OTHER_LOAD"] = "0"
-        t = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-        wall = round(time.monotonic() - t, 2)
-        if proc.returncode != 0:
-            raise SystemExit(f"searchbox: the {name} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        _, seconds = launch(name, cmd, {"SEARCHBOX_OTHER_LOAD": "0"}, timeout_s)
+        wall = round(seconds, 2)
     sweep = reuse or root / name
     runs = []
     for d in sorted((sweep / "runs").iterdir()):

@@ -471,6 +471,8 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
     harnesses.load(cfg.harness.kind).check(cfg)  # so does a harness that cannot run here
     if cfg.model.servers < 1 or cfg.model.parallel < 1 or (sc.sweep.workers is not None and sc.sweep.workers < 1):
         raise ConfigError("model.servers, model.parallel and sweep.workers must be >= 1")
+    if not sc.sweep.heartbeat_s > 0:
+        raise ConfigError(f"sweep.heartbeat_s={sc.sweep.heartbeat_s}: must be > 0 (seconds between heartbeat lines)")
     dataroom = resolve_path(sc.dataroom.path) or builtin_dataroom()
     qpath = resolve_path(sc.questions.path) or Path(__file__).resolve().parents[1] / "builtin" / "questions.jsonl"
     questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
@@ -516,8 +518,6 @@ def run_job(sc: SweepConfig, sweep_dir: Path, task_overrides: list[str], job_num
             prepare_index(cfg, dataroom)
         progress = Progress(sweep_dir, job_num, keys)
         planned = next((p.seconds for p in progress.points if p.job == job_num), None)
-        if not sc.sweep.heartbeat_s > 0:
-            raise ConfigError(f"sweep.heartbeat_s={sc.sweep.heartbeat_s}: must be > 0 (seconds between heartbeat lines)")
         beat = Heartbeat(planned, status=lambda: f"{progress.count()}/{progress.total} runs done", every_s=sc.sweep.heartbeat_s)
         notes = JobNotes(progress.plans, job_num, {key: q.id for q, key in zip(questions * sc.epochs, keys)})
         if not todo and not regrades:

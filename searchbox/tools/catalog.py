@@ -6,7 +6,7 @@ read it, and the named selections (`tools=high`, `tools=grep_only`, ...) are one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from ..errors import ConfigError
@@ -205,8 +205,6 @@ def offered(cfg: Any) -> list[ToolSpec]:
     """The tools a run's config offers, as the model sees them: select(cfg.tools), with search_dataroom's k fixed by
     retrieval.search_k (the argument dropped, the count said in the description). Every place that keys, sends or
     runs a run's tools reads this, so the key, the prompt and the toolset agree."""
-    import dataclasses
-
     specs = select(cfg.tools)
     k = cfg.retrieval.search_k
     if k is None:
@@ -215,7 +213,7 @@ def offered(cfg: Any) -> list[ToolSpec]:
     for spec in specs:
         if spec.name == "search_dataroom":
             params = {**spec.parameters, "properties": {n: v for n, v in spec.parameters["properties"].items() if n != "k"}}
-            spec = dataclasses.replace(spec, parameters=params, description=spec.description.replace(
+            spec = replace(spec, parameters=params, description=spec.description.replace(
                 "Returns the best chunks", f"Returns the {k} best chunks"))
         out.append(spec)
     return out

@@ -63,8 +63,8 @@ def search_dataroom(ctx: ToolContext, query: str, k: int = 8, paths: Optional[li
     """Dense search over the dataroom; data: {results: [{path, chunk, score, text}], scope_files, scope_chunks, shown}."""
     from ..retrieval import ScopeError
 
-    fixed = getattr(getattr(_retrieval(ctx), "cfg", None), "search_k", None)  # retrieval.search_k: no k offered, this many
-    query, k = _query(query), (fixed if isinstance(fixed, int) else _k(k))
+    fixed = _retrieval(ctx).cfg.search_k  # retrieval.search_k: the model is offered no k, and gets this many
+    query, k = _query(query), (fixed if fixed is not None else _k(k))
     if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
         raise ToolError("paths must be a list of file or folder names")
     try:
