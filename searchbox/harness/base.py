@@ -77,6 +77,11 @@ class Harness(abc.ABC):
         """What the run key needs beyond the config: the harness's own version and whatever searchbox adds to it."""
         return {}
 
+    def protocol(self, spec: Any) -> str:
+        """The tool protocol this harness speaks on the wire for a resolved run (a RunSpec): the record says it from the
+        first write, before the first call, so a live dashboard never shows a run without one."""
+        return spec.protocol
+
     def restore(self, checkpoint: dict) -> Any:
         """The state a checkpoint holds, checked whole (shape and types): a resume calls it before it writes anything,
         so a damaged state.json is one line (SearchboxError) and leaves the run as it was."""

@@ -14,8 +14,6 @@ class NativeHarness(Harness):
 
     def run(self, ctx: RunContext) -> None:
         protocol = choose(ctx.spec.protocol, ctx.client)  # resolved once, with the key: no second probe of the server
-        ctx.record.protocol = protocol.name
-        ctx.recorder.write_record()  # protocol and context window on disk before the first call (a live dashboard reads them)
         Agent(ctx, protocol).run()
 
     def restore(self, checkpoint: dict) -> LoopState:

@@ -180,9 +180,9 @@ def execute(cfg: RunConfig, question: str, dataroom: Optional[str | Path], run_d
         recorder.write_spec(spec)
         toolset, ctx = _tools(cfg, ws, sandbox_mode, specs)
         record.tools = toolset.names
-        recorder.write_record()
         window = window_of(record.limits, cfg.model.context_window or client.context_window() or DEFAULT_CONTEXT)
-        record.context_window = window
+        record.context_window, record.protocol = window, harness.protocol(spec)
+        recorder.write_record()  # whole from the first write: a live dashboard reads the window and protocol before the first call
         harness.run(_context(cfg, spec, question, ws, client, toolset, recorder, window, t0, should_pause))  # t0: the ceiling counts setup
     except BaseException as exc:
         if recorder is None:  # failed before the loop could start: still leave a record that says why

@@ -1,4 +1,4 @@
-"""The channel out of Pi's box and what crosses it (harness/pi/channel.py, wire.py): no Pi needed."""
+"""The channel out of Pi's box and what crosses it (harness/channel.py, wire.py): no Pi needed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from searchbox.harness.pi import channel as ch
+from searchbox.harness import channel as ch
 from searchbox.harness.pi import wire
 from searchbox.model.llm import Response, Usage
 

@@ -181,6 +181,9 @@ class MiniSweHarness(Harness):
     def identity(self, cfg: RunConfig) -> dict:
         return identity(cfg)
 
+    def protocol(self, spec: Any) -> str:
+        return "text"  # one ```mswea_bash_command block in the reply's text, parsed by mini-swe-agent
+
     def run(self, ctx: RunContext) -> None:
         load(ctx.workspace.run_dir).MiniRun(ctx, templates(require())).run()
 

@@ -139,7 +139,6 @@ class MiniRun:
     # ---- the protocol -------------------------------------------------------------------------
     def run(self, resumed: bool = False) -> None:
         stop, detail = "interrupted", ""
-        self.ctx.record.protocol = "text"  # one ```mswea_bash_command block in the reply's text, parsed by mini-swe-agent
         self.rec.write_record()
         try:
             s = self.s

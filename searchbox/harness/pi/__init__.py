@@ -29,6 +29,9 @@ class PiHarness(Harness):
 
         return identity(cfg)
 
+    def protocol(self, spec) -> str:
+        return "native"  # Pi calls tools the OpenAI way, whatever the config's protocol
+
     def run(self, ctx: RunContext) -> None:
         from .install import require_pi
         from .loop import PiRun

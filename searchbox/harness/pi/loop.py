@@ -41,7 +41,7 @@ from ...tools import sandbox
 from ..accounting import Accountant, Clock, Ledger, stop_of
 from ..base import CONTINUE, EndTurn, RunContext, Stop
 from . import launch, wire
-from .channel import Channel, Reply, Routes, error
+from ..channel import Channel, Reply, Routes, error
 from .install import PiInstall
 from .rpc import PiGone, Rpc, wait_for
 
@@ -119,7 +119,6 @@ class PiRun:
     # ---- the protocol -----------------------------------------------------------------------------
     def run(self, resumed: bool = False, session: Optional[bytes] = None) -> None:
         stop, detail = "interrupted", ""
-        self.ctx.record.protocol = "native"  # Pi calls tools the OpenAI way
         try:
             self._start(session)
             if resumed:

@@ -1,8 +1,10 @@
-"""The harness-owned channel: the one way out of Pi's box, a unix socket bound into it, speaking plain HTTP/1.1.
+"""The harness-owned channel: the one way out of an agent's box (Pi's, and any agent with an HTTP client of its own),
+a unix socket bound into it, speaking plain HTTP/1.1.
 
-It serves three routes and nothing else: `POST /v1/chat/completions` (Pi's model calls, which the harness
-forwards to the run's endpoint only, through its accounting), `GET /searchbox/tools` (the dataroom tools the
-run selected, from the catalog) and `POST /searchbox/call` (one call of such a tool). It never proxies: no
+It serves the routes its harness gives and nothing else: `POST /v1/chat/completions` (Pi's model calls, which the
+harness forwards to the run's endpoint only, through its accounting), `GET /searchbox/tools` (the dataroom tools the
+run selected, from the catalog), `POST /searchbox/call` (one call of such a tool), and any other POST path the
+harness names (`Routes.more`: an agent's own wire API, answered by the same accounting). It never proxies: no
 route takes a URL, a Host header or an absolute request target to mean anywhere else, so anything in the box
 (Pi, or a command the model runs) reaches the run's model and the run's tools, accounted, and nothing more.
 
@@ -42,7 +44,9 @@ class Reply:
 
     status: int = 200
     body: Any = None
-    events: Optional[Iterable[dict]] = None  # data: lines, then [DONE]
+    # data: lines; an item (name, data) also names its event (`event: name`, as Anthropic's and the Responses API's do)
+    events: Optional[Iterable[dict | tuple[str, dict]]] = None
+    done: bool = True  # end the stream with `data: [DONE]` (OpenAI's chat completions do; the named-event APIs do not)
 
 
 def error(status: int, message: str, kind: str = "searchbox_error") -> Reply:
@@ -52,11 +56,12 @@ def error(status: int, message: str, kind: str = "searchbox_error") -> Reply:
 
 @dataclass
 class Routes:
-    """The channel's three routes, each a function of the parsed JSON body."""
+    """The channel's routes, each a function of the parsed JSON body."""
 
     chat: Callable[[Any], Reply]
     tools: Callable[[], Reply]
     call: Callable[[Any], Reply]
+    more: dict[str, Callable[[Any], Reply]] = field(default_factory=dict)  # POST path -> route
 
 
 @dataclass(frozen=True)
@@ -189,8 +194,12 @@ def _handler(channel: Channel) -> type:
             self.send_header("Connection", "close")
             self.end_headers()
             for event in reply.events:
-                self.wfile.write(b"data: " + json.dumps(event, ensure_ascii=False).encode("utf-8", "replace") + b"\n\n")
-            self.wfile.write(b"data: [DONE]\n\n")
+                name, data = event if isinstance(event, tuple) else (None, event)
+                head = b"event: " + name.encode("ascii", "replace") + b"\n" if name else b""
+                self.wfile.write(head + b"data: " + json.dumps(data, ensure_ascii=False).encode("utf-8", "replace") + b"\n\n")
+                self.wfile.flush()  # each event as it comes: a streaming client reads the reply as it grows
+            if reply.done:
+                self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
         def _body(self) -> tuple[Any, Optional[Reply]]:
@@ -216,11 +225,13 @@ def _handler(channel: Channel) -> type:
             try:
                 if method == "GET" and path == "/searchbox/tools":
                     reply = channel.routes.tools()
-                elif method == "POST" and path in ("/v1/chat/completions", "/searchbox/call"):
+                elif method == "POST" and path in ("/v1/chat/completions", "/searchbox/call", *channel.routes.more):
                     body, refused = self._body()
-                    reply = refused or (channel.routes.chat(body) if path == "/v1/chat/completions" else channel.routes.call(body))
+                    route = {"/v1/chat/completions": channel.routes.chat, "/searchbox/call": channel.routes.call,
+                             **channel.routes.more}[path]
+                    reply = refused or route(body)
                 else:
-                    reply = error(404, f"{method} {path[:200]}: the channel serves chat completions and the run's tools only")
+                    reply = error(404, f"{method} {path[:200]}: the channel serves the run's model and tools only")
             except OSError:  # the client stopped sending (or went away) before its request was whole: no answer
                 self.close_connection = True
                 return
