@@ -83,3 +83,30 @@ def test_a_harness_route_streams_named_events_without_done():
         assert _ask(channel.path, "POST", "/v1/responses", {})[0] == 404  # only the routes the harness named
     assert status == 200 and headers["Content-Type"] == "text/event-stream"
     assert text == 'event: message_start\ndata: {"n": 1}\n\nevent: message_stop\ndata: {}\n\n'
+
+
+FORWARD = Path(ch.__file__).parent / "bridge" / "forward.mjs"
+
+
+def test_the_forwarder_leads_a_loopback_port_to_the_channel_and_stops_with_its_harness():
+    import http.client
+    import socket
+
+    with socket.socket() as probe:  # a free port on this host's loopback (the box has its own)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with _channel([]) as channel:
+        proc = subprocess.Popen(["node", str(FORWARD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env={"SEARCHBOX_CHANNEL": str(channel.path), "SEARCHBOX_PORT": str(port), "PATH": os.environ["PATH"]})
+        try:
+            assert json.loads(proc.stdout.readline()) == {"listening": port}
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "/searchbox/tools")
+            assert json.loads(conn.getresponse().read()) == TOOLS  # the channel answered, through the forwarder
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "http://169.254.169.254/latest/meta-data")
+            assert conn.getresponse().status == 404  # it leads to the channel's routes and nowhere else
+            proc.stdin.close()  # the harness went away
+            assert proc.wait(30) == 0
+        finally:
+            proc.kill()
