@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Hashable, Optional
+from typing import Callable, Hashable, Iterable, Optional
 
 import numpy as np
 
@@ -50,6 +50,75 @@ class BM25Index:
         scores = self.scores(query)
         cand = np.arange(self.n) if rows is None else np.asarray(rows, dtype=np.int64)
         return top_k(cand, scores[cand] if len(cand) else scores[:0], k, key, positive=True)
+
+
+# bm25s's defaults (BM25(): the Lucene variant), which `build_bm25` reproduces score for score.
+K1, B = 1.5, 0.75
+BATCH_TEXTS = 4096  # texts tokenised at once by build_bm25: its memory holds one batch of token lists, not the corpus's
+
+
+def build_bm25(texts: Iterable[str], progress: Optional[Callable[[int], None]] = None) -> BM25Index:
+    """BM25 over texts that arrive one at a time (a million-chunk index's texts are never all in memory): the same
+    scores as BM25Index(list(texts)) (bm25s's Lucene BM25, k1 1.5, b 0.75, float32), built in bounded memory.
+
+    bm25s.index wants every document's token list at once (about 7 GB of Python lists at a million chunks); this
+    tokenises BATCH_TEXTS texts at a time with bm25s's own tokenizer and keeps only numpy arrays of (term, count)
+    per document, then writes bm25s's score matrix itself. `progress(done)` hears the texts read so far."""
+    bm25s = _bm25s()
+    import scipy.sparse as sp
+
+    vocab: dict[str, int] = {}
+    terms, counts, lengths = [], [], []  # per batch: term ids and counts of each (document, term), distinct terms per document
+    doc_len: list[int] = []
+    batch: list[str] = []
+    done = 0
+
+    def flush() -> None:
+        nonlocal done
+        for tokens in bm25s.tokenize(batch, stopwords=STOPWORDS, show_progress=False, return_ids=False):
+            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32, count=len(tokens))
+            uniq, tf = np.unique(ids, return_counts=True)
+            terms.append(uniq)
+            counts.append(tf.astype(np.float32))
+            lengths.append(len(uniq))
+            doc_len.append(len(tokens))
+        done += len(batch)
+        batch.clear()
+        if progress is not None:
+            progress(done)
+
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= BATCH_TEXTS:
+            flush()
+    if batch:
+        flush()
+    n = len(doc_len)
+    if not n:
+        return BM25Index([])
+    voc = np.concatenate(terms) if terms else np.zeros(0, dtype=np.int32)
+    tf = np.concatenate(counts) if counts else np.zeros(0, dtype=np.float32)
+    del terms, counts
+    per_doc = np.asarray(lengths, dtype=np.int64)
+    docs = np.repeat(np.arange(n, dtype=np.int32), per_doc)
+    n_vocab = len(vocab)
+    df = np.bincount(voc, minlength=n_vocab)
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # bm25s: float32 of math.log's float64
+    dl = np.asarray(doc_len, dtype=np.float64)
+    # bm25s: idf (float32) * tf / (k1 * ((1 - b) + b * l_d / l_avg) + tf), its average a numpy float64, so the
+    # product is float64 until it is stored as float32
+    scale = K1 * ((1 - B) + B * dl / dl.mean())
+    scores = (idf[voc] * (tf / (np.repeat(scale, per_doc) + tf))).astype(np.float32)
+    del tf, dl, scale
+    matrix = sp.csc_matrix((scores, (docs, voc)), shape=(n, n_vocab), dtype=np.float32)
+    del scores, docs, voc
+    retriever = bm25s.BM25()
+    retriever.scores = {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr, "num_docs": n}
+    vocab[""] = n_vocab  # bm25s adds the empty token past the matrix's columns, as index() does
+    retriever.vocab_dict = vocab
+    retriever.unique_token_ids_set = set(vocab.values())
+    retriever.nonoccurrence_array = None
+    return BM25Index(retriever=retriever, n=n)
 
 
 def load_bm25(folder: Path, n: int) -> BM25Index:
