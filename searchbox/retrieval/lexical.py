@@ -61,27 +61,31 @@ def build_bm25(texts: Iterable[str], progress: Optional[Callable[[int], None]] =
     """BM25 over texts that arrive one at a time (a million-chunk index's texts are never all in memory): the same
     scores as BM25Index(list(texts)) (bm25s's Lucene BM25, k1 1.5, b 0.75, float32), built in bounded memory.
 
-    bm25s.index wants every document's token list at once (about 7 GB of Python lists at a million chunks); this
-    tokenises BATCH_TEXTS texts at a time with bm25s's own tokenizer and keeps only numpy arrays of (term, count)
-    per document, then writes bm25s's score matrix itself. `progress(done)` hears the texts read so far."""
+    bm25s.index wants every document's token list at once (Python lists of ints: about 7 GB at a million chunks);
+    this tokenises BATCH_TEXTS texts at a time with bm25s's own tokenizer and keeps one int32 (term, count) pair per
+    distinct term of a document, then writes bm25s's score matrix (CSC: a column per term) itself, its scores
+    computed a slice at a time. `progress(done)` hears the texts read so far."""
     bm25s = _bm25s()
-    import scipy.sparse as sp
-
     vocab: dict[str, int] = {}
-    terms, counts, lengths = [], [], []  # per batch: term ids and counts of each (document, term), distinct terms per document
-    doc_len: list[int] = []
+    terms, counts, widths = [], [], []  # per batch: term ids and counts of each (document, term); distinct terms per document
+    lengths: list[np.ndarray] = []  # per batch: tokens per document (BM25's document length)
     batch: list[str] = []
     done = 0
 
     def flush() -> None:
         nonlocal done
+        ids_of, tf_of, width, length = [], [], [], []
         for tokens in bm25s.tokenize(batch, stopwords=STOPWORDS, show_progress=False, return_ids=False):
             ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32, count=len(tokens))
             uniq, tf = np.unique(ids, return_counts=True)
-            terms.append(uniq)
-            counts.append(tf.astype(np.float32))
-            lengths.append(len(uniq))
-            doc_len.append(len(tokens))
+            ids_of.append(uniq)
+            tf_of.append(tf.astype(np.int32))
+            width.append(len(uniq))
+            length.append(len(tokens))
+        terms.append(np.concatenate(ids_of) if ids_of else np.zeros(0, np.int32))
+        counts.append(np.concatenate(tf_of) if tf_of else np.zeros(0, np.int32))
+        widths.append(np.asarray(width, dtype=np.int64))
+        lengths.append(np.asarray(length, dtype=np.float64))
         done += len(batch)
         batch.clear()
         if progress is not None:
@@ -93,27 +97,30 @@ def build_bm25(texts: Iterable[str], progress: Optional[Callable[[int], None]] =
             flush()
     if batch:
         flush()
-    n = len(doc_len)
+    dl = np.concatenate(lengths) if lengths else np.zeros(0)
+    n = len(dl)
     if not n:
         return BM25Index([])
-    voc = np.concatenate(terms) if terms else np.zeros(0, dtype=np.int32)
-    tf = np.concatenate(counts) if counts else np.zeros(0, dtype=np.float32)
+    voc, tf = np.concatenate(terms), np.concatenate(counts)
     del terms, counts
-    per_doc = np.asarray(lengths, dtype=np.int64)
-    docs = np.repeat(np.arange(n, dtype=np.int32), per_doc)
     n_vocab = len(vocab)
     df = np.bincount(voc, minlength=n_vocab)
     idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # bm25s: float32 of math.log's float64
-    dl = np.asarray(doc_len, dtype=np.float64)
-    # bm25s: idf (float32) * tf / (k1 * ((1 - b) + b * l_d / l_avg) + tf), its average a numpy float64, so the
-    # product is float64 until it is stored as float32
-    scale = K1 * ((1 - B) + B * dl / dl.mean())
-    scores = (idf[voc] * (tf / (np.repeat(scale, per_doc) + tf))).astype(np.float32)
-    del tf, dl, scale
-    matrix = sp.csc_matrix((scores, (docs, voc)), shape=(n, n_vocab), dtype=np.float32)
-    del scores, docs, voc
+    scale = K1 * ((1 - B) + B * dl / dl.mean())  # bm25s: k1 * ((1 - b) + b * l_d / l_avg), a float64 per document
+    order = np.argsort(voc, kind="stable")  # column (term) order; documents stay ascending within a column
+    docs = np.repeat(np.arange(n, dtype=np.int32), np.concatenate(widths))[order]
+    data = np.empty(len(order), dtype=np.float32)
+    step = 1 << 22  # entries scored at once: the float64 intermediates stay a few tens of MB
+    for start in range(0, len(order), step):
+        part = order[start : start + step]
+        t = tf[part]
+        # bm25s: idf (float32) * tf / (scale + tf), float64 until it is stored as float32
+        data[start : start + step] = idf[voc[part]] * (t / (scale[docs[start : start + step]] + t))
+    del order, voc, tf
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
     retriever = bm25s.BM25()
-    retriever.scores = {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr, "num_docs": n}
+    retriever.scores = {"data": data, "indices": docs, "indptr": indptr, "num_docs": n}
     vocab[""] = n_vocab  # bm25s adds the empty token past the matrix's columns, as index() does
     retriever.vocab_dict = vocab
     retriever.unique_token_ids_set = set(vocab.values())
