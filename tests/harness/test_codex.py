@@ -151,8 +151,9 @@ def test_parity_the_same_script_gives_the_native_loops_rows_tokens_and_answer(tm
     assert any("<current_date>2026-01-01</current_date>" in (m.get("content") or "") for m in srv.requests[0]["messages"])
     results = [m for m in messages if m["role"] == "tool"]
     assert [m["name"] for m in results] == ["bash", "search_dataroom"] and results[1]["data"]["results"]
-    # Nothing but the Responses route was asked of the channel (Codex lists no models, fetches nothing else).
-    assert h["channel_requests"] >= 3
+    # Nothing else was asked of the channel: the model calls, the bridge's tool list (once) and its two calls. Codex lists
+    # no models and fetches nothing more (the box has no other way out: see the kill test's network namespace).
+    assert h["channel_requests"] == len(srv.requests) + 1 + 2
 
 
 def test_budget_forcing_continues_codexs_session_and_resume_goes_on_from_the_checkpoint(tmp_path, codex):
@@ -194,8 +195,10 @@ def test_hostile_the_models_bash_cannot_reach_outside_and_nothing_codex_says_mak
     first = calls.iloc[0]
     assert first["ok"]
     out = next(m for m in (e["message"] for e in trace(run_dir) if e["type"] == "message") if m["role"] == "tool")["content"]
-    assert "REACHED" not in out and "/searchbox" not in out.split("\n")[0]  # not Codex's box: no channel, no forwarder, no install
-    assert str(run_dir) not in out and "codex" not in out.split("\n")[0]
+    lines = out.splitlines()
+    assert "REACHED" not in lines and any("/dev/tcp/127.0.0.1" in line and "refused" in line for line in lines)  # no forwarder here
+    assert "ls: cannot access '/searchbox': No such file or directory" in lines  # not Codex's box: no install, bridge or channel
+    assert str(run_dir) not in out and "0" in lines  # no host path; no CODEX_HOME in the command's environment
     # The calls Codex refused (a tool it lacks, arguments that are no JSON) are rows from the model's call, never run.
     assert not calls.iloc[1]["ok"] and calls.iloc[1]["malformed"] and not calls.iloc[2]["ok"]
     assert not Path("/tmp/pwned").exists()
@@ -205,7 +208,7 @@ def test_hostile_the_models_bash_cannot_reach_outside_and_nothing_codex_says_mak
 def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, codex):
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]},
-        {"sleep": 30.0, "content": "never delivered"},
+        {"sleep": 8.0, "content": "never delivered"},
     ]
     cfg = codex_cfg(budget=1)
     cfg.tools = "high"
@@ -224,6 +227,7 @@ def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, co
                 except OSError:
                     continue
                 if exe.endswith("/bin/codex") and len(srv.requests) >= 2:
+                    result["netns"] = os.stat(f"/proc/{pid}/ns/net").st_ino  # before the kill: Codex's network namespace
                     os.kill(int(pid), signal.SIGKILL)
                     result["killed"] = int(pid)
                     return
@@ -234,7 +238,32 @@ def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, co
         meta = execute(cfg, QUESTION, None, run_dir, srv.url)
         t.join(5)
     assert result.get("killed"), "codex was not found to kill"
+    assert result["netns"] != os.stat("/proc/self/ns/net").st_ino  # Codex had a network of its own: its loopback, nothing else
     assert meta["stop_reason"] == "tool_error" and "Codex exited" in meta["stop_detail"], meta["stop_detail"]
     turns, calls = tables(run_dir)
     assert list(calls["tool"]) == ["bash"] and calls.iloc[0]["ok"] and list(turns["turn"]) == [1]
     assert meta["llm_calls"] == 2  # the call in flight when Codex died was waited for and billed
+    # --resume redoes the cut turn honestly from the last checkpoint (before turn 1): a new session, the question again.
+    with ScriptedServer(billed([{"content": "It is 38.4 metres tall."}]), **SERVER) as srv2:
+        again = resume(run_dir, srv2.url)
+    assert again["stop_reason"] in ("first_turn_done", "budget_spent") and again["turns"] == 1 and again["resumes"] == 1, again["stop_detail"]
+    assert [m["content"] for m in srv2.requests[0]["messages"] if m["role"] == "user"][-1] == QUESTION
+    assert tables(run_dir)[1].empty and again["answer"].strip() == "It is 38.4 metres tall."  # the cut turn's rows went with it
+
+
+def test_a_damaged_checkpoint_is_refused_in_one_line():
+    from searchbox.errors import SearchboxError
+    from searchbox.harness.codex import loop
+
+    for bad in ({"version": 99, "state": {}}, {"version": loop.STATE_VERSION}, {"version": loop.STATE_VERSION, "state": {"turn": "x"}}):
+        with pytest.raises(SearchboxError) as info:
+            loop.restore(bad)
+        assert "\n" not in str(info.value) and "cannot resume" in str(info.value)
+
+
+def test_a_resume_without_codexs_saved_session_is_refused_in_one_line(tmp_path):
+    from searchbox.errors import SearchboxError
+    from searchbox.harness.codex import loop
+
+    with pytest.raises(SearchboxError, match="Codex's session as of turn 2"):
+        loop.restore_home(tmp_path, loop.CodexState(turn=2, thread="t"))

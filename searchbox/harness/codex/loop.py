@@ -357,9 +357,9 @@ class CodexRun:
             s.first_prompt_tokens = s.first_prompt_tokens or usage.prompt
             for call in message.get("tool_calls") or []:
                 self.calls[call["id"]] = {"name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                                          "parsed": _parsed(call["function"]["arguments"]), "step": s.step}
+                                          "parsed": _parsed(call["function"]["arguments"]), "step": s.step, "turn": s.turn}
             said = visible_text(message.get("content") or "")
-            if said:
+            if said and self.open:  # an answer that came after the turn ended (Codex killed or dead) is billed, never read
                 s.last_text = said
         else:
             s.compaction_calls += 1
@@ -442,7 +442,7 @@ class CodexRun:
         """The model's function call of this turn this bridge call is (the bridge sends no id): the first one not yet
         run with the same name and the same arguments."""
         for call_id, info in self.calls.items():
-            if call_id not in self.rowed and info["name"] == name and info["parsed"] == args and info.get("turn", self.s.turn) == self.s.turn:
+            if call_id not in self.rowed and info["name"] == name and info["parsed"] == args and info["turn"] == self.s.turn:
                 return call_id
         return None
 
@@ -531,7 +531,9 @@ def restore(checkpoint: dict) -> CodexState:
 def restore_home(run_dir: Path, state: CodexState) -> None:
     """Resume: CODEX_HOME back to the checkpoint's (what the session said then); refused in one line when missing."""
     saved, live = Path(run_dir) / "codex" / CHECKPOINT_HOME, Path(run_dir) / "codex" / "box" / "home"
-    if state.turn == 0:
+    if state.turn == 0:  # stopped in the first turn: it restarts with a new session (the cut one is dropped)
+        if live.exists():
+            shutil.rmtree(live)
         return
     if not state.thread or not saved.is_dir() or saved.is_symlink():
         raise SearchboxError(f"{run_dir}: cannot resume: Codex's session as of turn {state.turn} (codex/{CHECKPOINT_HOME}) is missing")
