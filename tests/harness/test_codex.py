@@ -267,3 +267,20 @@ def test_a_resume_without_codexs_saved_session_is_refused_in_one_line(tmp_path):
 
     with pytest.raises(SearchboxError, match="Codex's session as of turn 2"):
         loop.restore_home(tmp_path, loop.CodexState(turn=2, thread="t"))
+
+
+def test_codex_compacts_near_the_window_with_a_model_call_that_is_billed_and_counted(tmp_path, codex):
+    """Codex 0.171 compacts locally (a Responses request without tools, its summary prompt); never /responses/compact."""
+    cfg = codex_cfg(budget=1)
+    cfg.tools = "high"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": f"seq 1 {700 + i}"}}]} for i in range(4)]
+    script += [{"content": "## Summary\nCounted."}, {"content": "It is 38.4 metres tall."}]
+    with ScriptedServer(script, n_ctx=9000) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "budget_spent", meta["stop_detail"]
+    summary = [r for r in srv.requests if not r.get("tools")]
+    assert len(summary) == 1 and "COMPACTION" in summary[0]["messages"][-1]["content"]
+    h = meta["harness"]
+    assert h["compaction_calls"] == meta["compactions"] == 1 and meta["llm_calls"] == len(srv.requests) == 6
+    assert meta["tokens"]["prompt"] == srv.usage_total["prompt"] and h["channel_requests"] == 6 + 1 + 4
+    assert meta["answer"].strip() == "It is 38.4 metres tall."
