@@ -284,3 +284,16 @@ def test_codex_compacts_near_the_window_with_a_model_call_that_is_billed_and_cou
     assert h["compaction_calls"] == meta["compactions"] == 1 and meta["llm_calls"] == len(srv.requests) == 6
     assert meta["tokens"]["prompt"] == srv.usage_total["prompt"] and h["channel_requests"] == 6 + 1 + 4
     assert meta["answer"].strip() == "It is 38.4 metres tall."
+
+
+def test_a_refusal_at_the_channel_ends_codexs_turn_and_the_step_limit_holds(tmp_path, codex):
+    cfg = codex_cfg(budget=1, max_steps_per_turn=1)
+    cfg.tools = "high"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]}, {"content": "never asked"}]
+    with ScriptedServer(billed(script), **SERVER) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "budget_spent" and len(srv.requests) == 1, meta["stop_detail"]  # the second call was refused
+    turns, calls = tables(tmp_path / "run")
+    assert list(turns["ended_by"]) == ["max_steps"] and list(calls["tool"]) == ["bash"] and calls.iloc[0]["ok"]
+    exit = next(e for e in trace(tmp_path / "run") if e["type"] == "codex_exit")
+    assert exit["killed"] and meta["harness"]["exits"] == [None]  # the harness ended the turn at its refusal: the box went with it

@@ -50,7 +50,8 @@ EXIT = "searchbox.exit"
 # Codex 0.171's feature flags that add a tool or a prompt section of its own (`codex features list`); all off.
 FEATURES_OFF = ("shell_tool", "unified_exec", "view_image", "goals", "apps", "plugins", "image_generation", "skill_search", "hooks",
                 "memories", "tool_suggest", "sleep_tool", "browser_use", "computer_use", "shell_snapshot",
-                "default_mode_request_user_input")
+                "default_mode_request_user_input",
+                "unbounded_connection_retries")  # on: a connection the channel closes is retried forever ("waiting for network")
 
 
 def tool_names(cfg: RunConfig) -> list[str]:
