@@ -205,6 +205,27 @@ def test_hostile_the_models_bash_cannot_reach_outside_and_nothing_codex_says_mak
     assert meta["harness"]["unmatched_calls"] == 0 and meta["harness"]["channel_strangers"] == 0
 
 
+def _ask_channel_from_outside(since: float) -> list:
+    """The run's channel, asked by this test's process (not in Codex's box): every answer it got (b"" when closed unanswered)."""
+    import glob
+    import socket
+    import tempfile
+
+    said = []
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), "sb-pi-*", "channel.sock")):
+        if os.stat(path).st_mtime < since:
+            continue
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            try:
+                sock.connect(path)
+                sock.sendall(b"GET /searchbox/tools HTTP/1.1\r\nHost: x\r\n\r\n")
+                said.append(sock.recv(4096))
+            except OSError as exc:
+                said.append(str(exc).encode())
+    return said
+
+
 def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, codex):
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]},
@@ -214,6 +235,7 @@ def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, co
     cfg.tools = "high"
     run_dir = tmp_path / "run"
     result = {}
+    since = time.time()
 
     def killer():
         deadline = time.monotonic() + 120
@@ -228,6 +250,8 @@ def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, co
                     continue
                 if exe.endswith("/bin/codex") and len(srv.requests) >= 2:
                     result["netns"] = os.stat(f"/proc/{pid}/ns/net").st_ino  # before the kill: Codex's network namespace
+                    result["cmdline"] = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+                    result["outside"] = _ask_channel_from_outside(since)
                     os.kill(int(pid), signal.SIGKILL)
                     result["killed"] = int(pid)
                     return
@@ -239,6 +263,10 @@ def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, co
         t.join(5)
     assert result.get("killed"), "codex was not found to kill"
     assert result["netns"] != os.stat("/proc/self/ns/net").st_ino  # Codex had a network of its own: its loopback, nothing else
+    assert str(tmp_path) not in result["cmdline"] and "/root" not in result["cmdline"] and "/searchbox/codex/" in result["cmdline"]
+    # A process outside the box (this test) asked the channel: closed unanswered (no byte, or a broken pipe), and counted.
+    assert result["outside"] and not any(said.startswith(b"HTTP") for said in result["outside"])
+    assert meta["harness"]["channel_strangers"] >= 1
     assert meta["stop_reason"] == "tool_error" and "Codex exited" in meta["stop_detail"], meta["stop_detail"]
     turns, calls = tables(run_dir)
     assert list(calls["tool"]) == ["bash"] and calls.iloc[0]["ok"] and list(turns["turn"]) == [1]
@@ -297,3 +325,21 @@ def test_a_refusal_at_the_channel_ends_codexs_turn_and_the_step_limit_holds(tmp_
     assert list(turns["ended_by"]) == ["max_steps"] and list(calls["tool"]) == ["bash"] and calls.iloc[0]["ok"]
     exit = next(e for e in trace(tmp_path / "run") if e["type"] == "codex_exit")
     assert exit["killed"] and meta["harness"]["exits"] == [None]  # the harness ended the turn at its refusal: the box went with it
+
+
+def test_a_codex_without_the_runs_tools_stops_the_run_in_one_line(tmp_path, codex, monkeypatch):
+    """The MCP bridge does not start (here: its command is /bin/false): Codex would go on without the run's tools."""
+    settings = launch.settings
+
+    def broken(*args, **kw):
+        data = settings(*args, **kw)
+        data["mcp_servers"]["searchbox"]["command"] = "/bin/false"
+        return data
+
+    monkeypatch.setattr(launch, "settings", broken)
+    cfg = codex_cfg(budget=1)
+    cfg.tools = "high"
+    with ScriptedServer(billed([{"content": "no tools"}]), **SERVER) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "tool_error" and "MCP bridge did not start" in meta["stop_detail"] and not srv.requests
+    assert "\n" not in meta["stop_detail"]

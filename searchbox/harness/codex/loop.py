@@ -43,7 +43,7 @@ from ..pi.wire import assistant
 from . import launch, wire
 
 STATE_VERSION = 1
-ABORT_S = 30.0  # for the box to end after a kill
+ABORT_S = 30.0  # for codex to exit after its turn's end
 RESULT_CAP = 2000  # characters of a refused call's text kept in its row
 CHECKPOINT_HOME = "checkpoint-home"  # CODEX_HOME as of the last checkpoint (its sessions), beside the live one
 
@@ -196,11 +196,14 @@ class CodexRun:
         with self.lock:
             self.s.startup_s += took
             self.s.ledger.cum.setup_s += took
-        code, said = None, ""
+        code, said, done_by, completed = None, "", None, False
         while True:
             record = self.out.next(0.25)
             self._check_live()
             if record is None:
+                if done_by is not None and time.monotonic() > done_by:  # its turn is over but it does not exit: end it
+                    self._event("warning", detail=f"Codex did not exit within {ABORT_S:.0f}s of its turn's end; its box was killed")
+                    break
                 continue
             kind = record.get("type")
             if kind == "closed":
@@ -209,6 +212,9 @@ class CodexRun:
                 self.s.thread = record["thread_id"][:200]
             elif kind in ("turn.failed", "error"):
                 said = json.dumps(record.get("error") or record.get("message"), default=str)[:500]
+            completed = completed or kind == "turn.completed"
+            if kind in ("turn.completed", "turn.failed") and done_by is None:
+                done_by = time.monotonic() + ABORT_S
             elif kind == launch.EXIT:
                 code = record.get("code") if isinstance(record.get("code"), int) else -1
                 break
@@ -224,7 +230,7 @@ class CodexRun:
             if self.stats is not None and pending is not None:
                 self.stats.ended_by = self.stats.ended_by or pending.ended_by
             return
-        if code != 0:
+        if code != 0 and not (code is None and completed):
             why = self.box.killed[-1] if self.box is not None and self.box.killed else said or self._stderr_tail()
             raise Stop("tool_error", f"Codex exited in turn {self.s.turn} ({'no exit status: its box ended' if code is None else f'exit {code}'}): {why}")
         if not self.s.thread:
@@ -327,6 +333,11 @@ class CodexRun:
                 except (EndTurn, Stop) as cut:
                     return self._refuse(cut, "the turn or the run is past its deadline")
                 got = wire.upstream(body, self.ctx.config.model.max_tokens, self.ctx.spec.today)
+                offered = {t["function"]["name"] for t in got.payload.get("tools") or []}
+                if agent and offered != self.channel_names:  # the bridge did not start, or Codex renamed what it serves
+                    missing = sorted(self.channel_names - offered) or sorted(offered - self.channel_names)
+                    return self._refuse(Stop("tool_error", f"Codex offered the model other tools than the run's ({', '.join(missing)[:300]}): "
+                                                           "its MCP bridge did not start or did not list them"), "the run's tools are missing")
                 self._log_request(got)
                 payload = got.payload
                 before = self.stats.context_tokens if self.stats is not None else 0
