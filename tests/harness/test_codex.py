@@ -121,7 +121,9 @@ def _native_and_codex(tmp_path, script, tools="high"):
     return out
 
 
-def test_parity_the_same_script_gives_the_native_loops_rows_tokens_and_answer(tmp_path, codex):
+def test_parity_the_same_script_gives_the_native_loops_rows_tokens_and_answer(tmp_path, codex, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the harness's own home: Codex must leave it alone
+    (tmp_path / "home").mkdir()
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "ls dataroom | head -3; grep -ril gannet dataroom | head -2"}}]},
         {"tool_calls": [{"name": "search_dataroom", "arguments": {"query": "Gannet Rock height"}}]},
@@ -151,6 +153,11 @@ def test_parity_the_same_script_gives_the_native_loops_rows_tokens_and_answer(tm
     assert any("<current_date>2026-01-01</current_date>" in (m.get("content") or "") for m in srv.requests[0]["messages"])
     results = [m for m in messages if m["role"] == "tool"]
     assert [m["name"] for m in results] == ["bash", "search_dataroom"] and results[1]["data"]["results"]
+    # Nothing written outside the run: the host home untouched, Codex's cwd empty, its files in its private CODEX_HOME.
+    assert not any((tmp_path / "home").iterdir())
+    left = list((run_dir / "codex" / "box" / "cwd").iterdir())  # only the hidden folders' mount points, empty
+    assert {p.name for p in left} <= set(launch.HIDDEN) and not any(any(p.iterdir()) for p in left)
+    assert (run_dir / "codex" / "box" / "home" / "config.toml").is_file() and list((run_dir / "codex" / "box" / "home" / "sessions").rglob("*.jsonl"))
     # Nothing else was asked of the channel: the model calls, the bridge's tool list (once) and its two calls. Codex lists
     # no models and fetches nothing more (the box has no other way out: see the kill test's network namespace).
     assert h["channel_requests"] == len(srv.requests) + 1 + 2
