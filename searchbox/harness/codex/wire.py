@@ -151,12 +151,6 @@ def is_agent_call(body: dict) -> bool:
     return isinstance(body.get("tools"), list) and len(body["tools"]) > 0
 
 
-def function_outputs(body: dict) -> list[dict]:
-    """The tool results a request carries, as canonical tool messages (tool_call_id, content)."""
-    chat, _ = messages(body)
-    return [m for m in chat if m["role"] == "tool"]
-
-
 def system_of(payload: dict) -> Optional[str]:
     first = (payload.get("messages") or [{}])[0]
     return first.get("content") if isinstance(first, dict) and first.get("role") == "system" else None
