@@ -109,6 +109,13 @@ def _pi() -> str:
     return f"{pi.version} under {pi.root} (node {pi.node_version} at {pi.node}); runs inside the box, offline"
 
 
+def _codex() -> str:
+    from .harness.codex.install import binary, require_codex
+
+    codex = require_codex()
+    return f"{codex.version} under {codex.root} (native binary {binary(codex.root).name}); runs inside the box, offline"
+
+
 def _miniswe() -> str:
     from .harness import miniswe
 
@@ -177,6 +184,7 @@ CHECKS = [
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
     Check("env knobs", False, _knobs, "fix or unset the knob named"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
+    Check("codex (harness=codex)", False, _codex, "python -m searchbox setup (installs the pinned Codex CLI with npm)"),
     Check("mini-swe-agent (harness=mini-swe-agent)", False, _miniswe, "pip install mini-swe-agent==2.4.6 (scripts/install.sh installs it)"),
 ]
 
@@ -202,6 +210,7 @@ def doctor(only: Optional[list[str]] = None) -> int:
 def setup(dry_run: bool = False) -> int:
     from .model.llama import build_plan, ensure_model, ensure_server, find_server
 
+    from .harness.codex import install as codex_install
     from .harness.pi import install as pi_install
 
     if dry_run:
@@ -212,6 +221,8 @@ def setup(dry_run: bool = False) -> int:
         print(f"status: {status}")
         pi = pi_install.find_pi()
         print(f"pi: {'installed' if pi else 'would npm ci'} {pi_install.pinned_version()} under {pi_install.install_dir()}")
+        print(f"codex: {'installed' if codex_install.find_codex() else 'would npm ci'} {codex_install.pinned_version()} "
+              f"under {codex_install.PIN.install_dir()}")
         return 0
     from .corpus.noise import ensure_default_corpus
 
@@ -223,7 +234,13 @@ def setup(dry_run: bool = False) -> int:
         pi_line = f"{pi.version} under {pi.root} (node {pi.node_version})"
     except SetupError as exc:
         pi_line = f"not installed ({exc})"
+    try:  # harness=codex only, as for Pi
+        codex = codex_install.ensure_codex()
+        codex_line = f"{codex.version} under {codex.root}"
+    except SetupError as exc:
+        codex_line = f"not installed ({exc})"
     print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}\npi (harness=pi): {pi_line}")
+    print(f"codex (harness=codex): {codex_line}")
     index = packaged_index()
     print(f"index of the packaged corpus: {index.chunks:,} chunks, {'built in ' + str(round(index.seconds)) + ' s' if index.built else 'found'}: "
           f"{index.folder}")
