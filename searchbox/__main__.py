@@ -109,6 +109,13 @@ def _pi() -> str:
     return f"{pi.version} under {pi.root} (node {pi.node_version} at {pi.node}); runs inside the box, offline"
 
 
+def _claude_code() -> str:
+    from .harness.claudecode.install import require
+
+    cc = require()
+    return f"{cc.version} under {cc.root} ({cc.binary.name}; bridges on node {cc.node_version}); runs inside the box, offline"
+
+
 def _miniswe() -> str:
     from .harness import miniswe
 
@@ -177,6 +184,7 @@ CHECKS = [
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
     Check("env knobs", False, _knobs, "fix or unset the knob named"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
+    Check("claude-code (harness=claude-code)", False, _claude_code, "python -m searchbox setup (installs the pinned Claude Code with npm)"),
     Check("mini-swe-agent (harness=mini-swe-agent)", False, _miniswe, "pip install mini-swe-agent==2.4.6 (scripts/install.sh installs it)"),
 ]
 
@@ -224,6 +232,13 @@ def setup(dry_run: bool = False) -> int:
     except SetupError as exc:
         pi_line = f"not installed ({exc})"
     print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}\npi (harness=pi): {pi_line}")
+    from .harness.claudecode import install as cc_install
+
+    try:  # harness=claude-code only, as Pi
+        cc = cc_install.ensure()
+        print(f"claude-code (harness=claude-code): {cc.version} under {cc.root}")
+    except SetupError as exc:
+        print(f"claude-code (harness=claude-code): not installed ({exc})")
     index = packaged_index()
     print(f"index of the packaged corpus: {index.chunks:,} chunks, {'built in ' + str(round(index.seconds)) + ' s' if index.built else 'found'}: "
           f"{index.folder}")
