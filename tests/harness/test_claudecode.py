@@ -109,7 +109,8 @@ def test_claude_code_and_the_native_loop_give_the_same_rows_tokens_and_answer(tm
     messages = [e["message"] for e in events if e["type"] == "message"]
     system = next(m["content"] for m in messages if m["role"] == "system")
     assert "Claude Code" in system and "ANSWER.md" in system and "Today's date is 2026-01-01" in system
-    assert "Primary working directory: /work" in system
+    assert "Primary working directory: /work" in system and "Today's date is 2026-01-01." in system.split("# Environment")[1]
+    assert " - OS Version: Linux\n" in system  # the kernel's release is the host's: not shown
     asked = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
     results = [m for m in messages if m["role"] == "tool"]
     assert {m["tool_call_id"] for m in results} == asked and len(asked) == 2

@@ -369,7 +369,7 @@ class ClaudeCodeRun:
                 except (EndTurn, Stop) as cut:
                     return self._refuse(cut, "the turn or the run is past its deadline")
                 self._log_request(body)
-                payload = wire.upstream(body, self.ctx.config.model.max_tokens, launch.PREFIX)
+                payload = wire.upstream(body, self.ctx.config.model.max_tokens, launch.PREFIX, self.ctx.spec.today)
             try:
                 resp = self.acct.chat(self.ctx.client, payload)
             except (EndTurn, Stop) as cut:
@@ -431,7 +431,7 @@ class ClaudeCodeRun:
 
     def _log_request(self, body: dict) -> None:
         """What the request shows the model that the trace lacks: the system prompt (once), the tool results."""
-        system = wire.system_text(body)
+        system = wire.system_text(body, self.ctx.spec.today)
         if system and not self.system_logged:
             self.system_logged = True
             self.s.system_chars = len(system)

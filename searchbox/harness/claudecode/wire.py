@@ -41,13 +41,24 @@ def _texts(content: Any) -> list[str]:
     return []
 
 
-def system_text(body: dict) -> str:
-    """Claude Code's system prompt and its mid-conversation system turns (its environment note), as one system
-    message: chat templates take one, first."""
+# Claude Code's environment note says the machine's date and kernel release; the run says its own date
+# (harness.today, as the task does) and no release, so the prompt is the same from host to host and day to day.
+_DATE_LINE = re.compile(r"^Today's date is \d{4}-\d{2}-\d{2}\.$", re.MULTILINE)
+_OS_LINE = re.compile(r"^( - OS Version: \w+) .*$", re.MULTILINE)
+
+
+def steady(text: str, today: Optional[str]) -> str:
+    text = _OS_LINE.sub(r"\1", text)
+    return _DATE_LINE.sub(f"Today's date is {today}.", text) if today else text
+
+
+def system_text(body: dict, today: Optional[str] = None) -> str:
+    """Claude Code's system prompt and its mid-conversation system turns (its environment note, made steady), as
+    one system message: chat templates take one, first."""
     parts = [t for t in _texts(body.get("system")) if not t.startswith(ATTRIBUTION)]
     for message in body.get("messages") or []:
         if isinstance(message, dict) and message.get("role") == "system":
-            parts += _texts(message.get("content"))
+            parts += [steady(t, today) for t in _texts(message.get("content"))]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -68,11 +79,11 @@ def _arguments(value: Any) -> str:
         return "{}"
 
 
-def messages(body: dict, prefix: str) -> list[dict]:
+def messages(body: dict, prefix: str, today: Optional[str] = None) -> list[dict]:
     """The conversation in OpenAI's shape: tool_result blocks become tool messages (before the user's own text in
     the same message), tool_use blocks tool calls, thinking blocks are dropped, other blocks are named as omitted."""
     out: list[dict] = []
-    system = system_text(body)
+    system = system_text(body, today)
     if system:
         out.append({"role": "system", "content": system})
     for message in body.get("messages") or []:
@@ -134,9 +145,9 @@ def tool_choice(choice: Any, prefix: str) -> Optional[Any]:
     return {"auto": "auto", "any": "required", "none": "none"}.get(kind)
 
 
-def upstream(body: dict, max_tokens: int, prefix: str) -> dict:
+def upstream(body: dict, max_tokens: int, prefix: str, today: Optional[str] = None) -> dict:
     """The OpenAI chat request the run's endpoint gets for Claude Code's Messages request."""
-    payload: dict[str, Any] = {"messages": messages(body, prefix)}
+    payload: dict[str, Any] = {"messages": messages(body, prefix, today)}
     offered = tools(body, prefix)
     if offered:
         payload["tools"] = offered
