@@ -173,12 +173,13 @@ def test_hostile_commands_reach_nothing_outside_the_run_and_forged_records_make_
 
 
 class _Killer(ScriptedServer):
-    """Kills this run's Claude Code (its native binary, in the box) while the server holds the second call."""
+    """Kills this run's Claude Code (its native binary, in the box) while the server holds call number `at`."""
 
-    killed: list
+    at = 2
+    killed: list = []
 
     def _respond(self, body):
-        if len(self.requests) == 1:
+        if len(self.requests) == self.at:
             self.killed = []
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 with contextlib.suppress(OSError):
@@ -190,21 +191,43 @@ class _Killer(ScriptedServer):
         return super()._respond(body)
 
 
-def test_claude_code_killed_mid_turn_stops_named_with_complete_rows_and_refuses_resume(tmp_path, cc):
-    cfg = cfg_for("claude-code", budget=2)
-    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]}, {"content": "38.4 metres"}]
+def test_claude_code_killed_mid_turn_stops_named_with_complete_rows_then_resumes_its_session(tmp_path, cc):
+    cfg = cfg_for("claude-code", budget=3)
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]}, {"content": "38.4 metres"},
+              {"tool_calls": [{"name": "bash", "arguments": {"command": "echo two"}}]}]
     run_dir = tmp_path / "run"
-    with _Killer(script) as srv:
+    with _Killer(script) as srv:  # killed while the server holds turn 2's first call
         meta = execute(cfg, QUESTION, None, run_dir, srv.url)
     assert srv.killed, "Claude Code's process was not found to kill"
     assert meta["stop_reason"] == "tool_error" and "signal 9" in meta["stop_detail"], meta["stop_detail"]
-    # The call the server billed while it died is counted; the row of the tool that ran is there; the turn is logged.
-    assert meta["llm_calls"] == len(srv.requests) == 2 and meta["tokens"]["prompt"] == srv.usage_total["prompt"]
+    # The call the server billed while it died is counted; the rows are complete; both turns are logged.
+    assert meta["llm_calls"] == len(srv.requests) == 3 and meta["tokens"]["prompt"] == srv.usage_total["prompt"]
     turns, calls = tables(run_dir)
-    assert list(turns["turn"]) == [1] and list(calls["tool"]) == ["bash"] and bool(calls["ok"].iloc[0])
+    assert list(turns["turn"]) == [1, 2] and list(calls["tool"]) == ["bash"] and bool(calls["ok"].iloc[0])
+    assert list(turns["ended_by"])[-1] == "stop"
+    at_checkpoint = int(turns["prompt_tokens"].iloc[0])  # the ledger as of turn 1's end, where the resume picks up
     assert json.loads((run_dir / "run_meta.json").read_text())["stop_reason"] == "tool_error"
-    with pytest.raises(SearchboxError, match="cannot resume a harness=claude-code run"):
-        resume(run_dir, srv.url)
+    assert (run_dir / "claude-code" / "checkpoint-session.jsonl").is_file()
+    # Resume: Claude Code continues its own session as of turn 1 (--resume), turn 2 is redone, the accounting goes on.
+    with ScriptedServer([{"content": "Still 38.4 metres."}, {"content": "Final: 38.4 metres."}]) as srv2:
+        again = resume(run_dir, srv2.url)
+    assert again["stop_reason"] == "budget_spent" and again["turns"] == 3 and again["resumes"] == 1, again["stop_detail"]
+    first = srv2.requests[0]["messages"]
+    users = [m["content"] for m in first if m["role"] == "user"]
+    assert users == [QUESTION, "Continue."] and any(m.get("tool_calls") for m in first)  # turn 1 as Claude Code kept it
+    assert again["tokens"]["prompt"] == at_checkpoint + srv2.usage_total["prompt"]
+    turns, calls = tables(run_dir)
+    assert list(turns["turn"]) == [1, 2, 3] and list(calls["tool"]) == ["bash"]
+    assert again["answer"].strip() == "Final: 38.4 metres."
+
+
+def test_a_damaged_checkpoint_is_refused_in_one_line(tmp_path, cc):
+    from searchbox.harness.claudecode import ClaudeCodeHarness
+
+    with pytest.raises(SearchboxError, match="^cannot resume: claude-code checkpoint version"):
+        ClaudeCodeHarness().restore({"harness": "claude-code", "version": 99, "state": {}})
+    with pytest.raises(SearchboxError, match="^cannot resume: the checkpoint does not hold"):
+        ClaudeCodeHarness().restore({"harness": "claude-code", "version": 1, "state": {"turn": "x"}})
 
 
 def test_setup_check_refuses_in_one_line_when_claude_code_is_not_installed(tmp_path, isolated_home):
@@ -224,5 +247,3 @@ def test_setup_check_refuses_in_one_line_when_claude_code_is_not_installed(tmp_p
     cfg.model.policy = "oracle"
     with pytest.raises(ConfigError, match="harness=native"):
         harness.check(cfg)
-    with pytest.raises(SearchboxError, match="^cannot resume a harness=claude-code run"):
-        harness.restore({"harness": "claude-code", "version": 1, "state": {}})

@@ -53,7 +53,7 @@ def test_claude_codes_box_leads_nowhere_but_the_channel(tmp_path, isolated_home,
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(REAL_CC.resolve())
     cc = install.require()
-    monkeypatch.setattr(launch, "argv", lambda cc, cfg, spec, at: [cc.node, at.start, f"{at.bridge}/forward.mjs", cc.node, "-e", PROBE])
+    monkeypatch.setattr(launch, "argv", lambda cc, cfg, spec, at, resume=None: [cc.node, at.start, f"{at.bridge}/forward.mjs", cc.node, "-e", PROBE])
     seen = []
     box = None
     channel = ch.Channel(ch.Routes(lambda body: ch.Reply(404, {}), lambda: (seen.append("tools"), ch.Reply(200, [{"name": "t"}]))[1],

@@ -6,8 +6,10 @@ given, wire.py for the translation to the run's OpenAI endpoint).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ...config import RunConfig
-from ...errors import ConfigError
+from ...errors import ConfigError, SearchboxError
 from ..base import Harness, RunContext
 
 
@@ -46,6 +48,14 @@ class ClaudeCodeHarness(Harness):
         return restore(checkpoint)
 
     def resume(self, ctx: RunContext, checkpoint: dict) -> None:
-        from .loop import restore
+        from .install import require
+        from .loop import CHECKPOINT_SESSION, ClaudeCodeRun, restore
 
-        restore(checkpoint)  # refuses in one line: see restore
+        state = restore(checkpoint)
+        session = None
+        if state.turn > 0:
+            path = Path(ctx.workspace.run_dir) / "claude-code" / CHECKPOINT_SESSION
+            if not path.is_file() or path.is_symlink():
+                raise SearchboxError(f"{ctx.workspace.run_dir}: cannot resume: Claude Code's session as of turn {state.turn} ({path.name}) is missing")
+            session = path.read_bytes()
+        ClaudeCodeRun(ctx, require(), state).run(resumed=True, session=session)

@@ -19,6 +19,7 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import Optional
 
 from ..agent import system_prompt
 from ...config import RunConfig
@@ -49,7 +50,7 @@ QUIET = {
     "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1", "DISABLE_LOGIN_COMMAND": "1", "DISABLE_BUG_COMMAND": "1",
     "DISABLE_FEEDBACK_COMMAND": "1", "DISABLE_COST_WARNINGS": "1", "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL": "1",
     "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1", "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
-    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1", "CLAUDE_CODE_SKIP_PROMPT_HISTORY": "1",
+    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
     # nothing of the user's: no CLAUDE.md, memory, bundled skills, background tasks
     "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1", "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1", "CLAUDE_CODE_DISABLE_BUNDLED_SKILLS": "1",
     "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",
@@ -120,14 +121,15 @@ def mcp_config(node: str, at: Layout) -> dict:
                                       "env": {"SEARCHBOX_CHANNEL": at.channel}}}}
 
 
-def argv(cc: ClaudeCodeInstall, cfg: RunConfig, spec: RunSpec, at: Layout) -> list[str]:
+def argv(cc: ClaudeCodeInstall, cfg: RunConfig, spec: RunSpec, at: Layout, resume: Optional[str] = None) -> list[str]:
     """Claude Code's print mode over JSON lines (each prompt a line on its stdin, so `Continue.` continues the
     session), its own tools off, the run's tools over MCP and allowed (nothing else is: dontAsk), the task appended
-    to its system prompt."""
+    to its system prompt; `resume`: the session (its id) to continue."""
     allowed = ",".join(PREFIX + name for name in spec.harness["tools"])
     return [cc.node, at.start, f"{at.bridge}/forward.mjs", at.binary, *FLAGS, "--model", cfg.model.name,
             "--mcp-config", json.dumps(mcp_config(cc.node, at), separators=(",", ":")),
-            *(["--allowedTools", allowed] if allowed else []), "--append-system-prompt", spec.harness["task"]]
+            *(["--allowedTools", allowed] if allowed else []), "--append-system-prompt", spec.harness["task"],
+            *(["--resume", resume] if resume else [])]
 
 
 def environment(cfg: RunConfig, at: Layout) -> dict[str, str]:
@@ -151,10 +153,12 @@ def identity(cfg: RunConfig) -> dict:
             "flags": list(FLAGS), "env": QUIET, "tools": tool_names(cfg), "inside": INSIDE, "channel_tools": channel_tools(cfg)}
 
 
-def start(cc: ClaudeCodeInstall, cfg: RunConfig, spec: RunSpec, run_cc: Path, socket_path: Path, mode: str, work: Path) -> tuple[LongBox, Layout]:
+def start(cc: ClaudeCodeInstall, cfg: RunConfig, spec: RunSpec, run_cc: Path, socket_path: Path, mode: str, work: Path,
+          session: Optional[tuple[str, str, bytes]] = None) -> tuple[LongBox, Layout]:
     """Claude Code's box for the run: its install, our start script, the bridge and the channel's socket (not its
     folder) read-only; its config folder private and writable; an empty cwd at INSIDE. No work/, no dataroom: the
-    model's tools run in boxes of their own."""
+    model's tools run in boxes of their own. `session` (its id, its file's path in the config folder, the file as of
+    the checkpoint) is put back in the config folder and continued (`--resume`)."""
     ro = {str(cc.root): BOX_CC, str(START.parent): BOX_START, str(BRIDGE): BOX_BRIDGE, str(socket_path): f"{BOX_CHANNEL}/channel.sock"}
     if not any(cc.node.startswith(os.path.realpath(d) + os.sep) for d in sandbox.SYSTEM_DIRS if os.path.isdir(d)):
         ro[cc.node] = cc.node  # a node outside /usr (nvm, a tarball): shown at its own path
@@ -163,7 +167,8 @@ def start(cc: ClaudeCodeInstall, cfg: RunConfig, spec: RunSpec, run_cc: Path, so
     at = box_layout(cc) if mode != "none" else host_layout(cc, run_cc, socket_path, work)
     cwd = run_cc / "box" / "cwd" if mode != "none" else Path(work)
     cwd.mkdir(parents=True, exist_ok=True)
-    box = start_box(argv(cc, cfg, spec, at), cwd, [], mode, limits, cpu_s=cpu_s, inside=INSIDE, ro_binds=ro,
-                    private={"config": BOX_CONFIG}, private_disk=run_cc / "box", hidden=HIDDEN if mode != "none" else (),
-                    env=environment(cfg, at))
+    seed = {"config": {session[1]: session[2]}} if session else {}
+    box = start_box(argv(cc, cfg, spec, at, session[0] if session else None), cwd, [], mode, limits, cpu_s=cpu_s, inside=INSIDE,
+                    ro_binds=ro, private={"config": BOX_CONFIG}, private_disk=run_cc / "box", hidden=HIDDEN if mode != "none" else (),
+                    env=environment(cfg, at), seed=seed)
     return box, at

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ...corpus import safefs
 from ..agent import OVERFLOW_RX, backstop, record_turn, visible_text
 from ...errors import BackendError, ModelError, SearchboxError
 from ...model.llm import Usage
@@ -46,6 +49,9 @@ STATE_VERSION = 1
 STARTUP_S = 120.0  # to its first record (the init, after its MCP server connected)
 ABORT_S = 60.0  # for Claude Code to go idle after an interrupt
 RESULT_CAP = 2000  # characters of a refused tool's text kept in its row
+SESSION_CAP = 256 * 1024**2
+SESSION_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")  # Claude Code's ids: UUIDs
+CHECKPOINT_SESSION = "checkpoint-session.jsonl"
 
 
 @dataclass
@@ -70,6 +76,7 @@ class ClaudeCodeState:
     system_chars: int = 0
     startup_s: float = 0.0
     session_id: str = ""
+    session_file: str = ""  # its session's file under its config folder (projects/<cwd>/<id>.jsonl)
     results: int = 0  # Claude Code's `result` records (one a turn)
     claimed_usage: dict = field(default_factory=dict)  # the sum of its result records' usage (a check, never billed)
     refused_paths: list = field(default_factory=list)  # channel paths it called that the harness does not serve
@@ -113,20 +120,25 @@ class ClaudeCodeRun:
         return self.s.ledger.turn
 
     # ---- the protocol -----------------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self, resumed: bool = False, session: Optional[bytes] = None) -> None:
         stop, detail = "interrupted", ""
         try:
-            self._start()
-            self._checkpoint()
-            self._begin_turn()
-            self._prompt(self.ctx.question)
+            self._start(session)
+            if resumed:
+                self.rec.truncate(self.s.turn, (self.s.turn + 1, 0))  # rows past the checkpoint belong to work the resume redoes
+                self._event("resume", in_turn=False, step=0, session_id=self.s.session_id if session else None)
+            if self.s.turn == 0:
+                self._checkpoint()  # a run stopped in its first turn resumes from here, with the question
+                self._begin_turn()
+                self._prompt(self.ctx.question)
+            else:
+                self._after_turn()
+                self._next_turn()
             while True:
                 self._wait_idle()
                 self._end_turn()
                 self._after_turn()
-                self.s.continues += 1
-                self._begin_turn()
-                self._prompt(CONTINUE)
+                self._next_turn()
         except KeyboardInterrupt:
             stop, detail = "interrupted", "KeyboardInterrupt"
         except Exception as exc:
@@ -153,6 +165,11 @@ class ClaudeCodeRun:
             self.s.step = 0
             self.acct.begin_turn()
             self.pending, self.aborted, self.open = None, False, True
+
+    def _next_turn(self) -> None:
+        self.s.continues += 1
+        self._begin_turn()
+        self._prompt(CONTINUE)
 
     def _after_turn(self) -> None:
         self.acct.check_budget_after_turn(self.s.turn)
@@ -200,7 +217,7 @@ class ClaudeCodeRun:
             servers = record.get("mcp_servers") if isinstance(record.get("mcp_servers"), list) else []
             status = {str(s.get("name")): s.get("status") for s in servers if isinstance(s, dict)}
             sid = record.get("session_id")
-            if isinstance(sid, str):
+            if isinstance(sid, str) and SESSION_ID.match(sid):
                 self.s.session_id = sid
             self._event("claude_code_init", session_id=sid, tools=record.get("tools"), mcp=status, model=record.get("model"))
             if self.tool_names and status.get(launch.MCP_NAME) != "connected":
@@ -254,13 +271,16 @@ class ClaudeCodeRun:
             self._log_unsent_results()
             stats = self.acct.end_turn()
             stats.ended_by = stats.ended_by or "idle"
+        live = self.box is not None and self.box.alive()
         answer = backstop(self.ws.work, s, s.last_text, written=_hand_over)
+        if live and checkpoint:
+            self._save_session(CHECKPOINT_SESSION)  # its session as of this checkpoint: what a resume continues
         with self.lock:
             record_turn(self.rec, s, stats, answer)
             if checkpoint:
                 self._checkpoint()
 
-    def _start(self) -> None:
+    def _start(self, session: Optional[bytes]) -> None:
         cfg = self.ctx.config
         self.run_cc.mkdir(parents=True, exist_ok=True)
         self.channel = Channel(Routes(self._openai, self._tools, self._call, more={"/v1/messages": self._messages,
@@ -272,8 +292,9 @@ class ClaudeCodeRun:
             self._event("warning", detail="the server's chat template renders no tools: the model sees no tool schemas and its "
                                           "replies are not parsed as tool calls")
         self.started_at = time.monotonic()
+        again = (self.s.session_id, self.s.session_file, session) if session is not None else None
         self.box, self.layout = launch.start(self.cc, cfg, self.ctx.spec, self.run_cc, self.channel.path, self.ctx.toolset.ctx.sandbox_mode,
-                                             self.ws.work)
+                                             self.ws.work, again)
         self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
         self._event("claude_code_started", claude_code=self.cc.version, node=self.cc.node_version,
                     sandbox=self.ctx.toolset.ctx.sandbox_mode)
@@ -290,9 +311,26 @@ class ClaudeCodeRun:
             with self.lock:
                 self._event("warning", detail="a model call was still in flight when the run's record was written")
 
+    def _save_session(self, name: str) -> None:
+        """Claude Code's session file, copied from its config folder into the run's claude-code/ (never through a
+        link; found by the id its init record gave)."""
+        view = self.box.private_views.get("config") if self.box is not None else None
+        sid = self.s.session_id
+        if view is None or not sid:
+            return
+        with contextlib.suppress(OSError):
+            for folder in sorted(os.listdir(view / "projects")):
+                rel = f"projects/{folder}/{sid}.jsonl"
+                data = safefs.read_bytes(view, rel, cap=SESSION_CAP)
+                if data is not None:
+                    self.s.session_file = rel
+                    atomic_write(self.run_cc / name, data)
+                    return
+
     def _shutdown(self) -> None:
         if self.box is not None:
             self.box.kill()
+            self._save_session("session.jsonl")
             stderr = self.box.stderr_text()
             if stderr.strip():
                 atomic_write(self.run_cc / "stderr.log", stderr)
@@ -532,7 +570,14 @@ class ClaudeCodeRun:
 
 
 def restore(checkpoint: dict) -> ClaudeCodeState:
-    """A claude-code run does not resume: Claude Code's session lives in its box's private config folder, which is
-    gone with the box, and a fresh session would not be the conversation the accounting describes."""
-    raise SearchboxError("cannot resume a harness=claude-code run: Claude Code's session ends with its box; rerun it "
-                         "(`python -m searchbox.run` with the same config) instead of --resume")
+    from ..state import load
+
+    if checkpoint.get("version") != STATE_VERSION:
+        raise SearchboxError(f"cannot resume: claude-code checkpoint version {checkpoint.get('version')} (expected {STATE_VERSION})")
+    try:
+        state = load(ClaudeCodeState, checkpoint["state"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise SearchboxError(f"cannot resume: the checkpoint does not hold a claude-code state ({exc})") from exc
+    if state.turn > 0 and not (SESSION_ID.match(state.session_id) and re.fullmatch(r"projects/[^/]+/[0-9a-f-]+\.jsonl", state.session_file)):
+        raise SearchboxError(f"cannot resume: the claude-code checkpoint of turn {state.turn} names no session of Claude Code's")
+    return state
