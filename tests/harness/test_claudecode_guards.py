@@ -1,0 +1,62 @@
+"""harness=claude-code keeps the native loop's guards: the step limit, the token budget, a failing endpoint, a
+conversation the server cannot hold, a bad tool call. Claude Code itself runs against the scripted server; skipped
+when it is not installed."""
+
+from __future__ import annotations
+
+from searchbox.run.runner import execute
+from tests.conftest import tables, trace
+from tests.fakes.scripted_server import ScriptedServer
+from tests.harness.test_claudecode import QUESTION, cc, cfg_for  # noqa: F401 (the fixture)
+
+
+def test_the_step_limit_cuts_the_turn_and_the_token_budget_stops_the_run(tmp_path, cc):
+    cfg = cfg_for("claude-code", budget=9000, budget_unit="tokens", max_steps_per_turn=2)
+    script = [{"tool_calls": [{"name": "ls", "arguments": {"path": "dataroom"}}]}] * 12
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "token_budget_spent", meta["stop_detail"]
+    turns, calls = tables(tmp_path / "run")
+    assert turns.iloc[0]["ended_by"] == "max_steps" and meta["tokens"]["total"] >= 9000 and len(turns) >= 2
+    steps = [e["step"] for e in trace(tmp_path / "run") if e["type"] == "message" and e.get("purpose") == "agent" and e["turn"] == 1]
+    assert steps == [1, 2]  # the third call of the turn was refused (409): Claude Code ended its turn, budget forcing went on
+    assert meta["llm_calls"] == len(srv.requests) and meta["tokens"]["prompt"] == srv.usage_total["prompt"]
+    assert meta["harness"]["withheld_answers"] == 1  # the answer that spent the budget never reached Claude Code
+    assert set(calls["tool"]) == {"ls"} and calls["ok"].all()
+
+
+def test_a_failing_endpoint_stops_the_run_as_model_error_retried_by_the_client_only(tmp_path, cc):
+    cfg = cfg_for("claude-code", budget=2)
+    with ScriptedServer([{"status": 503, "message": "boom"}] * 4) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "model_error" and "503" in meta["stop_detail"], meta["stop_detail"]
+    assert len(srv.requests) == cfg.model.retries + 1  # the client's retries, not Claude Code's as well
+    turns, _ = tables(tmp_path / "run")
+    assert meta["status"] == "complete" and list(turns["ended_by"]) == ["stop"]
+    failed = [e for e in trace(tmp_path / "run") if e.get("type") == "request_failed"]
+    assert len(failed) == cfg.model.retries + 1 == meta["failed_requests"]
+
+
+def test_a_conversation_the_server_cannot_hold_is_context_exhausted(tmp_path, cc):
+    cfg = cfg_for("claude-code", budget=3)
+    with ScriptedServer([], n_ctx=600) as srv:  # Claude Code's system prompt alone is longer
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "context_exhausted" and meta["turns"] == 1, (meta["stop_reason"], meta["stop_detail"])
+
+
+def test_arguments_that_fail_the_schema_are_a_malformed_row_and_work_is_the_runs(tmp_path, cc):
+    cfg = cfg_for("claude-code", budget=1)
+    script = [{"tool_calls": [{"name": "write", "arguments": {"path": "/work/notes/a.md", "content": "38.4 m"}}]},
+              {"tool_calls": [{"name": "bash", "arguments": {"command": "pwd; cat notes/a.md; echo; echo $HOME"}}]},
+              {"tool_calls": [{"name": "read", "arguments": {"nopath": 3}}]},
+              {"content": "done"}]
+    run_dir = tmp_path / "run"
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url)
+    assert meta["stop_reason"] == "budget_spent", meta["stop_detail"]
+    assert (run_dir / "work" / "notes" / "a.md").read_text() == "38.4 m"
+    _, calls = tables(run_dir)
+    assert list(calls["tool"]) == ["write", "bash", "read"] and list(calls["malformed"]) == [False, False, True]
+    assert list(calls["ok"]) == [True, True, False] and list(calls["step"]) == [1, 2, 3]
+    results = {m["name"]: m["content"] for m in (e["message"] for e in trace(run_dir) if e["type"] == "message") if m["role"] == "tool"}
+    assert results["bash"].splitlines()[:3] == ["/work", "38.4 m", "/work"]
