@@ -60,3 +60,19 @@ def test_arguments_that_fail_the_schema_are_a_malformed_row_and_work_is_the_runs
     assert list(calls["ok"]) == [True, True, False] and list(calls["step"]) == [1, 2, 3]
     results = {m["name"]: m["content"] for m in (e["message"] for e in trace(run_dir) if e["type"] == "message") if m["role"] == "tool"}
     assert results["bash"].splitlines()[:3] == ["/work", "38.4 m", "/work"]
+
+
+def test_a_turn_past_its_deadline_is_interrupted_and_budget_forcing_goes_on(tmp_path, cc):
+    cfg = cfg_for("claude-code", budget=2, turn_ceiling_s=4, bash_timeout_s=8)
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 7; echo slept"}}]}, {"content": "after the cut"},
+              {"content": "38.4 metres"}]
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 2, meta["stop_detail"]
+    turns, calls = tables(tmp_path / "run")
+    assert list(turns["ended_by"]) == ["turn_ceiling", "idle"] and list(calls["tool"]) == ["bash"]
+    # The command Claude Code gave up on ran to its end in searchbox: its row is what ran, in the turn that asked for it.
+    row = calls.iloc[0]
+    assert bool(row["ok"]) and not bool(row["malformed"]) and row["turn"] == 1 and row["duration_ms"] >= 6500
+    assert any(e["type"] == "claude_code_result" and e["turn"] == 1 for e in trace(tmp_path / "run"))  # it went idle when told
+    assert meta["llm_calls"] == len(srv.requests)

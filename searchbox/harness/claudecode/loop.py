@@ -108,6 +108,7 @@ class ClaudeCodeRun:
         self.outcomes: dict[str, Outcome] = {}
         self.answered: dict[str, tuple[str, str]] = {}
         self.rowed: set[str] = set()
+        self.running: set[str] = set()  # call ids searchbox is running now
         self.system_logged = False
         self.box = self.rpc = self.channel = None
         self.aborted, self.abort_by = False, 0.0
@@ -152,6 +153,7 @@ class ClaudeCodeRun:
             self._shutdown()
             if stop != "interrupted":
                 self._drain()
+                self._settle_tools()
             if self.stats is not None and stop != "paused":
                 self.stats.ended_by = self.stats.ended_by or "stop"
                 self._end_turn(checkpoint=False)
@@ -266,6 +268,7 @@ class ClaudeCodeRun:
 
     def _end_turn(self, checkpoint: bool = True) -> None:
         s = self.s
+        self._settle_tools()  # a tool still running when the turn was cut: its row and time are this turn's
         with self.lock:
             self.open = False
             self._log_unsent_results()
@@ -302,6 +305,14 @@ class ClaudeCodeRun:
     def _admit(self, peer) -> bool:
         box = self.box
         return box is not None and box.holds(peer.pid)
+
+    def _settle_tools(self) -> None:
+        """Wait for a tool call in flight (searchbox runs it whatever Claude Code does meanwhile; its own limits end it)."""
+        if self.tool_lock.acquire(timeout=self.h.bash_timeout_s + 120):
+            self.tool_lock.release()
+        else:
+            with self.lock:
+                self._event("warning", detail="a tool call was still running when the turn's row was written")
 
     def _drain(self) -> None:
         m = self.ctx.config.model
@@ -359,8 +370,8 @@ class ClaudeCodeRun:
         does not have, arguments that are no JSON object or fail the schema): as the server gave it, with the
         refusal the request shows the model."""
         info = self.calls.get(call_id)
-        if info is None or call_id in self.rowed:
-            return
+        if info is None or call_id in self.rowed or call_id in self.running:
+            return  # a call searchbox is running (Claude Code gave up on it: an interrupt) gets its row when it ends
         self.rowed.add(call_id)
         with contextlib.suppress(ValueError):
             self.waiting.remove(call_id)
@@ -517,10 +528,12 @@ class ClaudeCodeRun:
             call_id = self._match(str(name), args)
             info = self.calls.get(call_id) or {}
             turn, step = self.s.turn, int(info.get("step", self.s.step))
+            self.running.add(call_id)
         with self.tool_lock:
             try:
                 out = self.ctx.toolset.call(name, args)
             except BackendError as exc:
+                self.running.discard(call_id)
                 with self.lock:
                     self.rec.tool_call(ToolRow(turn, step, call_id, str(name), info.get("arguments") or json.dumps(args, default=str),
                                                [], [], 0.0, 0.0, False, str(exc), 0, "", False))
@@ -534,6 +547,7 @@ class ClaudeCodeRun:
             self.outcomes[call_id] = out
             self.answered[call_id] = (out.tool, out.output)
             self.rowed.add(call_id)
+            self.running.discard(call_id)
             self.rec.tool_call(ToolRow(turn, step, call_id, out.tool, info.get("arguments") or out.arguments, list(out.programs),
                                        list(out.paths), out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars,
                                        out.delivered, out.malformed, out.opened))
