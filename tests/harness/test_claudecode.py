@@ -11,6 +11,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -137,7 +139,11 @@ def test_claude_codes_own_tools_are_off_and_a_call_of_one_is_a_malformed_row(tmp
                                       if m["role"] == "tool" and m["name"] == "bash")
 
 
-def test_hostile_commands_reach_nothing_outside_the_run_and_forged_records_make_no_rows(tmp_path, cc):
+_ASK = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ntry:\n    s.connect(sys.argv[1])\n"
+        "    s.sendall(b'GET /searchbox/tools HTTP/1.1\\r\\n\\r\\n')\n    print(repr(s.recv(64)))\nexcept OSError as exc:\n    print(type(exc).__name__)")
+
+
+def test_hostile_commands_reach_nothing_outside_the_run_and_forged_records_make_no_rows(tmp_path, cc, monkeypatch):
     secret = tmp_path / "secret.txt"
     secret.write_text("HOST-SECRET\n")
     outside = tmp_path / "outside.txt"
@@ -155,8 +161,26 @@ def test_hostile_commands_reach_nothing_outside_the_run_and_forged_records_make_
     ]
     script = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [{"content": "nothing found"}]
     cfg = cfg_for("claude-code", budget=1)
-    with ScriptedServer(script) as srv:
+    from searchbox.harness.claudecode import loop
+
+    sockets, outside_said = [], []
+
+    class Recorded(loop.Channel):
+        def start(self):
+            sockets.append(str(self.path))
+            return super().start()
+
+    class Server(ScriptedServer):
+        def _respond(self, body):
+            if len(self.requests) == 1:  # this run's channel, called by a process outside Claude Code's box
+                outside_said.append(subprocess.run([sys.executable, "-I", "-c", _ASK, sockets[0]], capture_output=True, text=True,
+                                                   timeout=30).stdout.strip())
+            return super()._respond(body)
+
+    monkeypatch.setattr(loop, "Channel", Recorded)
+    with Server(script) as srv:
         meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
+    assert outside_said and outside_said[0] in ("b''", "ConnectionResetError", "BrokenPipeError"), outside_said  # closed unanswered
     assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 1, meta["stop_detail"]
     outputs = [m["content"] for m in (e["message"] for e in trace(tmp_path / "run") if e["type"] == "message") if m["role"] == "tool"]
     assert len(outputs) == 4 and all("END" in o or "REFUSED" in o for o in outputs), outputs
@@ -169,7 +193,8 @@ def test_hostile_commands_reach_nothing_outside_the_run_and_forged_records_make_
     said = [m["content"] for r in srv.requests for m in r["messages"] if m["role"] == "user"]
     assert said and all("INJECTED" not in json.dumps(c) for c in said)
     h = meta["harness"]
-    assert h["channel_strangers"] == 0 and h["refused_paths"] == [] and meta["turns"] == 1 and h["results"] == 1
+    assert h["channel_strangers"] == 1 and h["refused_paths"] == [] and meta["turns"] == 1 and h["results"] == 1
+    assert "No such file" in net  # the bash box has no channel socket at all
 
 
 class _Killer(ScriptedServer):
