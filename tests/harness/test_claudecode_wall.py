@@ -43,3 +43,26 @@ def test_claude_code_unboxed_serves_its_own_process_tree_only(tmp_path, cc):
     # Its config folder and session are the run's even unboxed; the host's ~/.claude is untouched.
     assert list((run_dir / "claude-code" / "box" / "config" / "projects").glob("*/*.jsonl"))
     assert (sorted(p.name for p in host.iterdir()) if host.is_dir() else None) == before
+
+
+def test_claude_code_is_a_sweep_axis(tmp_path, cc):
+    """`python -m searchbox.sweep -m harness=native,claude-code tools=high,none`: one grid, the same tool sets."""
+    import pandas as pd
+
+    from tests.fakes.commands import SWEEP
+
+    with ScriptedServer([]) as srv:
+        env = {**os.environ, "LLAMA_URL": srv.url, "HYDRA_FULL_ERROR": "1"}
+        cmd = [*SWEEP, "harness=native,claude-code", "tools=high,none", "budget=1", "questions.limit=1", f"sweep.root={tmp_path}",
+               "harness.today=2026-01-01", "model.retries=0", "retriever=bm25"]
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = pd.read_parquet(tmp_path / "default" / "runs.parquet")
+    assert sorted(zip(runs["harness"], runs["tools"])) == [("claude-code", "high"), ("claude-code", "none"), ("native", "high"),
+                                                           ("native", "none")]
+    assert runs["run_id"].is_unique and set(runs["stop_reason"]) == {"budget_spent"}
+    for tier in ("high", "none"):
+        assert runs.loc[runs["tools"] == tier, "tools_enabled"].nunique() == 1
+    rows = runs[runs["harness"] == "claude-code"]
+    assert (rows["harness_kind"] == "claude-code").all() and rows["harness_usage_agree"].all()
+    assert (rows["harness_first_prompt_tokens"] > 0).all()

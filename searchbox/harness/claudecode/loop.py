@@ -576,7 +576,7 @@ class ClaudeCodeRun:
             "withheld_answers": s.withheld, "results": s.results, "refused_paths": list(s.refused_paths),
             # Claude Code's own sum of usage (its result records) beside the channel's: they agree unless something
             # called the model past it (its results cover whole turns only: a turn cut by a stop may have none)
-            "usage_check": {"forwarder": forwarded, "claude_code": claimed, "agree": claimed == forwarded},
+            "usage_check": {"forwarder": forwarded, "claude_code": claimed, "agree": claimed == forwarded}, "usage_agree": claimed == forwarded,
             "channel_requests": self.channel.requests if self.channel else 0, "channel_refused": self.channel.refused if self.channel else 0,
             "channel_strangers": self.channel.strangers if self.channel else 0,
             "box_killed": list(self.box.killed) if self.box else [],
