@@ -127,14 +127,17 @@ def test_claude_codes_own_tools_are_off_and_a_call_of_one_is_a_malformed_row(tmp
     script = [{"tool_calls": [{"name": "Bash", "arguments": {"command": "cat /etc/shadow"}}]},
               {"tool_calls": [{"name": "WebFetch", "arguments": {"url": "http://example.com"}}]},
               {"tool_calls": [{"name": "bash", "arguments": {"command": "echo ran-in-searchbox"}}]},
+              {"tool_calls": [{"name": "mcp__searchbox__bash", "arguments": {"command": "echo by-its-mcp-name"}}]},
               {"content": "done"}]
     with ScriptedServer(script) as srv:
         meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
     assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 1, meta["stop_detail"]
     got = rows(tmp_path / "run")
-    assert [(r[0], r[4]) for r in got] == [("Bash", False), ("WebFetch", False), ("bash", True)]
+    assert [(r[0], r[4]) for r in got] == [("Bash", False), ("WebFetch", False), ("bash", True), ("bash", True)]
     _, calls = tables(tmp_path / "run")
-    assert list(calls["malformed"]) == [True, True, False] and meta["malformed_calls"] == 2
+    assert list(calls["malformed"]) == [True, True, False, False] and meta["malformed_calls"] == 2
+    assert list(calls["call_id"]) == [c["id"] for m in (e["message"] for e in trace(tmp_path / "run") if e["type"] == "message")
+                                      if m["role"] == "assistant" for c in m.get("tool_calls") or []]  # each row is the model's call
     assert "ran-in-searchbox" in next(m["content"] for m in (e["message"] for e in trace(tmp_path / "run") if e["type"] == "message")
                                       if m["role"] == "tool" and m["name"] == "bash")
 

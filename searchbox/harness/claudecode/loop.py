@@ -442,8 +442,9 @@ class ClaudeCodeRun:
             for call in message.get("tool_calls") or []:
                 fn = call["function"]
                 parsed = wire.parse_input(fn["arguments"])
+                name = wire.strip(fn["name"], launch.PREFIX)  # a model that wrote the MCP name calls the same tool
                 self.calls[call["id"]] = {"name": fn["name"], "arguments": fn["arguments"], "step": s.step,
-                                          "key": wire.call_key(fn["name"], parsed if parsed is not None else {})}
+                                          "key": wire.call_key(name, parsed if parsed is not None else {})}
                 self.waiting.append(call["id"])
             said = visible_text(message.get("content") or "")
             if said:
