@@ -76,3 +76,26 @@ def test_a_turn_past_its_deadline_is_interrupted_and_budget_forcing_goes_on(tmp_
     assert bool(row["ok"]) and not bool(row["malformed"]) and row["turn"] == 1 and row["duration_ms"] >= 6500
     assert any(e["type"] == "claude_code_result" and e["turn"] == 1 for e in trace(tmp_path / "run"))  # it went idle when told
     assert meta["llm_calls"] == len(srv.requests)
+
+
+def test_a_pause_cuts_the_turn_and_the_run_resumes_in_the_same_session(tmp_path, cc):
+    from searchbox.run.runner import resume
+
+    cfg = cfg_for("claude-code", budget=2)
+    run_dir = tmp_path / "run"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 2; echo slow"}}]}, {"content": "cut"}]
+    with ScriptedServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url, should_pause=lambda: len(srv.requests) >= 1)
+    assert meta["stop_reason"] == "paused" and meta["turns"] == 1, meta["stop_detail"]
+    turns, calls = tables(run_dir)
+    # the interrupt may come before Claude Code calls the tool (then nothing ran and there is no row) or after (then it
+    # ran to its end in searchbox and is the turn's row): never a row for a call that did not run
+    assert list(turns["ended_by"]) == ["paused"] and list(calls["tool"]) in ([], ["bash"]) and calls["ok"].all()
+    assert (run_dir / "claude-code" / "checkpoint-session.jsonl").is_file()
+    with ScriptedServer([{"content": "38.4 metres."}]) as srv2:
+        again = resume(run_dir, srv2.url)
+    assert again["stop_reason"] == "budget_spent" and again["turns"] == 2 and again["resumes"] == 1, again["stop_detail"]
+    users = [m["content"] for m in srv2.requests[0]["messages"] if m["role"] == "user"]
+    # its session as Claude Code keeps a cut turn: its own note of the interrupt, then the next turn's Continue.
+    assert users[0] == QUESTION and users[-1] == "Continue." and again["answer"].strip() == "38.4 metres."
+    assert all(u.startswith("[Request interrupted by user") for u in users[1:-1])
