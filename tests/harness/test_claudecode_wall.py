@@ -29,6 +29,15 @@ def test_the_claude_code_wall_holds_with_the_harness_run_as_a_normal_user(tmp_pa
     assert out.returncode == 0 and "3 passed" in tail and "skipped" not in tail.splitlines()[-1], tail
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"),
+                    reason="needs root (to run the battery as another user), unshare and setpriv")
+def test_the_claude_code_attempts_of_the_hostile_battery_hold_run_as_a_normal_user(tmp_path, cc):
+    out = subprocess.run(_as_user_argv([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cc_",
+                                        "tests/test_hostile.py"]), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    tail = (out.stdout + out.stderr)[-3000:]
+    assert out.returncode == 0 and "11 passed" in tail and "skipped" not in tail.splitlines()[-1], tail
+
+
 def test_claude_code_unboxed_serves_its_own_process_tree_only(tmp_path, cc):
     cfg = cfg_for("claude-code", budget=1, sandbox="none")
     run_dir = tmp_path / "run"
