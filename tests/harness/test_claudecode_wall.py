@@ -14,7 +14,7 @@ import pytest
 from searchbox.run.runner import execute
 from tests.conftest import trace
 from tests.fakes.scripted_server import ScriptedServer
-from tests.harness.test_claudecode import QUESTION, REAL_CC, cc, cfg_for  # noqa: F401 (cc: the fixture)
+from tests.harness.test_claudecode import QUESTION, cc, cfg_for  # noqa: F401 (cc: the fixture)
 from tests.harness.test_pi_wall import _as_user_argv
 
 ROOT = Path(__file__).resolve().parents[2]

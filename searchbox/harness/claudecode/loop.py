@@ -296,8 +296,8 @@ class ClaudeCodeRun:
                                           "replies are not parsed as tool calls")
         self.started_at = time.monotonic()
         again = (self.s.session_id, self.s.session_file, session) if session is not None else None
-        self.box, self.layout = launch.start(self.cc, cfg, self.ctx.spec, self.run_cc, self.channel.path, self.ctx.toolset.ctx.sandbox_mode,
-                                             self.ws.work, again)
+        self.box, _ = launch.start(self.cc, cfg, self.ctx.spec, self.run_cc, self.channel.path, self.ctx.toolset.ctx.sandbox_mode,
+                                   self.ws.work, again)
         self.rpc = Rpc(self.box.proc.stdin, self.box.proc.stdout)
         self._event("claude_code_started", claude_code=self.cc.version, node=self.cc.node_version,
                     sandbox=self.ctx.toolset.ctx.sandbox_mode)
