@@ -220,6 +220,9 @@ def setup(dry_run: bool = False) -> int:
         print(f"status: {status}")
         pi = pi_install.find_pi()
         print(f"pi: {'installed' if pi else 'would npm ci'} {pi_install.pinned_version()} under {pi_install.install_dir()}")
+        from .harness.claudecode import install as cc_install
+
+        print(f"claude-code: {'installed' if cc_install.find() else 'would npm ci'} {cc_install.pinned_version()} under {cc_install.install_dir()}")
         return 0
     from .corpus.noise import ensure_default_corpus
 
