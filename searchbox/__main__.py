@@ -109,6 +109,13 @@ def _pi() -> str:
     return f"{pi.version} under {pi.root} (node {pi.node_version} at {pi.node}); runs inside the box, offline"
 
 
+def _codex() -> str:
+    from .harness.codex.install import binary, require_codex
+
+    codex = require_codex()
+    return f"{codex.version} under {codex.root} (native binary {binary(codex.root).name}); runs inside the box, offline"
+
+
 def _claude_code() -> str:
     from .harness.claudecode.install import require
 
@@ -184,6 +191,7 @@ CHECKS = [
     Check("distractor corpus", False, _distractors, "python -m searchbox setup (the noise axis needs it)"),
     Check("env knobs", False, _knobs, "fix or unset the knob named"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
+    Check("codex (harness=codex)", False, _codex, "python -m searchbox setup (installs the pinned Codex CLI with npm)"),
     Check("claude-code (harness=claude-code)", False, _claude_code, "python -m searchbox setup (installs the pinned Claude Code with npm)"),
     Check("mini-swe-agent (harness=mini-swe-agent)", False, _miniswe, "pip install mini-swe-agent==2.4.6 (scripts/install.sh installs it)"),
 ]
@@ -210,6 +218,8 @@ def doctor(only: Optional[list[str]] = None) -> int:
 def setup(dry_run: bool = False) -> int:
     from .model.llama import build_plan, ensure_model, ensure_server, find_server
 
+    from .harness.codex import install as codex_install
+    from .harness.claudecode import install as cc_install
     from .harness.pi import install as pi_install
 
     if dry_run:
@@ -220,8 +230,8 @@ def setup(dry_run: bool = False) -> int:
         print(f"status: {status}")
         pi = pi_install.find_pi()
         print(f"pi: {'installed' if pi else 'would npm ci'} {pi_install.pinned_version()} under {pi_install.install_dir()}")
-        from .harness.claudecode import install as cc_install
-
+        print(f"codex: {'installed' if codex_install.find_codex() else 'would npm ci'} {codex_install.pinned_version()} "
+              f"under {codex_install.PIN.install_dir()}")
         print(f"claude-code: {'installed' if cc_install.find() else 'would npm ci'} {cc_install.pinned_version()} under {cc_install.install_dir()}")
         return 0
     from .corpus.noise import ensure_default_corpus
@@ -234,9 +244,13 @@ def setup(dry_run: bool = False) -> int:
         pi_line = f"{pi.version} under {pi.root} (node {pi.node_version})"
     except SetupError as exc:
         pi_line = f"not installed ({exc})"
+    try:  # harness=codex only, as for Pi
+        codex = codex_install.ensure_codex()
+        codex_line = f"{codex.version} under {codex.root}"
+    except SetupError as exc:
+        codex_line = f"not installed ({exc})"
     print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}\npi (harness=pi): {pi_line}")
-    from .harness.claudecode import install as cc_install
-
+    print(f"codex (harness=codex): {codex_line}")
     try:  # harness=claude-code only, as Pi
         cc = cc_install.ensure()
         print(f"claude-code (harness=claude-code): {cc.version} under {cc.root}")

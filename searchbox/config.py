@@ -25,6 +25,7 @@ HARNESS_KINDS: dict[str, str] = {
     "native": "searchbox.harness.native:NativeHarness",
     "pi": "searchbox.harness.pi:PiHarness",
     "mini-swe-agent": "searchbox.harness.miniswe:MiniSweHarness",
+    "codex": "searchbox.harness.codex:CodexHarness",
     "claude-code": "searchbox.harness.claudecode:ClaudeCodeHarness",
 }
 

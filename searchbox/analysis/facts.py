@@ -53,6 +53,12 @@ def with_facts(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(**{COLUMN: out})
 
 
+def resampled(runs: pd.DataFrame) -> str:
+    """What these runs' CIs resample, in a word for a caption: "facts" when some questions share one, else "questions"."""
+    n, m = counts(runs)
+    return "facts" if m < n else "questions"
+
+
 def counts(runs: pd.DataFrame) -> tuple[int, int]:
     """(questions, distinct facts) of these runs."""
     if runs.empty or "question_id" not in runs.columns:

@@ -1,7 +1,7 @@
 """The harness figure (issue 22): accuracy, tokens and the context each harness fills, native loop beside Pi.
 
 One bar per harness x tool tier (tier in its colour, Pi hatched), grouped by every other condition (budget first),
-never pooled; means weigh each question equally with 95% CIs resampling questions (frames.accuracy_table), n
+never pooled; means weigh each question equally with 95% CIs resampling questions, or facts (frames.accuracy_table), n
 (runs/questions) at every bar. The third panel is the context at the end of the first turn against the window:
 Pi's own system prompt and tool schemas take a large part of an 8K window before the model has done anything,
 and its compaction calls (counted apart in the record) are part of its tokens.
@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .frames import Frames, accuracy_table, cells, label
+from .facts import resampled
 
 HARNESS_HATCH = {"native": "", "pi": "//"}
 TIER_COLORS = {"none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e", "all": "#9467bd", "grep_only": "#2a7ab0", "vector_only": "#d9822b"}
@@ -131,7 +132,7 @@ def harness_effect(frames: Frames, grader: Optional[str] = None) -> Figure:
     handles, labels = axes[-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)) or 1, fontsize=7,
                title="bars: harness (Pi hatched), tools", title_fontsize=7)
-    title = "Harness: searchbox's loop vs Pi, the reference agent (means over questions, 95% CI resampling questions)"
+    title = f"Harness: searchbox's loop vs Pi, the reference agent (means over questions, 95% CI resampling {resampled(frames.runs)})"
     chars = max(40, int(fig.get_figwidth() * 72 / 5.6))
     fig.suptitle("\n".join(textwrap.fill(line, chars) for line in [title, "; ".join(notes)] if line), fontsize=10)
     return fig

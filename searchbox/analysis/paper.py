@@ -3,7 +3,7 @@
 They follow the same condition logic as analysis.figures: every design column that varies
 (frames.conditions) is a condition and is never pooled. The axes a figure is about go on its x axis
 or into its bars; every other condition becomes a group of bars or a line of its own. Means weigh
-each question equally and 95% CIs resample questions (frames.accuracy_table); n (graded runs /
+each question equally and 95% CIs resample questions, or facts where questions share one (frames.accuracy_table); n (graded runs /
 questions) is written at every bar, and at every point of a curve panel unless the panel's title says
 it once (the same n at every point). A condition in which no run could act (frames.acting: a control
 whose tool the tier does not offer) is no bar and no line; a bar left out so reads "n/a" in its place. `applies(frames, name)` says why a design lacks what
@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from . import legend
 from .harness_figure import harness_effect, needs as harness_needs
 from .frames import Frames, accuracy_table, acting, cells, inert_why, label, same_n
+from .facts import resampled
 
 TIERS = ("grep_only", "vector_only")  # the isolated retrieval tiers (tools/catalog.py)
 TIER_COLORS = {"grep_only": "#2a7ab0", "vector_only": "#d9822b", "none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e"}
@@ -184,7 +185,7 @@ def grep_vs_vector(frames: Frames, grader: Optional[str] = None) -> Figure:
     panels = [(grader, f"accuracy ({grader})", True)]
     if "evidence_recall" in frames.runs.columns and frames.runs["evidence_recall"].notna().any():
         panels.append(("evidence_recall", "evidence recall (share of gold files whose answer passage reached the agent)", True))
-    return _tier_delivery_figure(frames, panels, "Retrieval tier x result delivery (means over questions, 95% CI resampling questions)")
+    return _tier_delivery_figure(frames, panels, f"Retrieval tier x result delivery (means over questions, 95% CI resampling {resampled(frames.runs)})")
 
 
 def tokens_by_delivery(frames: Frames, grader: Optional[str] = None) -> Figure:
@@ -195,7 +196,7 @@ def tokens_by_delivery(frames: Frames, grader: Optional[str] = None) -> Figure:
     if why:
         return _not_in_design(Figure(figsize=(8, 3), layout="constrained"), why)
     panels = [("tokens_prompt", "prompt tokens per run (controls spend none)", False), ("tool_calls", "tool calls per run", False)]
-    return _tier_delivery_figure(frames, panels, "Inline vs file delivery: tokens in the context vs extra reads (95% CI resampling questions)")
+    return _tier_delivery_figure(frames, panels, f"Inline vs file delivery: tokens in the context vs extra reads (95% CI resampling {resampled(frames.runs)})")
 
 
 def _hue(lines: list[str]) -> Optional[str]:
@@ -271,7 +272,7 @@ def noise_curves(frames: Frames, grader: Optional[str] = None) -> Figure:
         table, lines = _table(frames, runs, col, ["noise"])
         rows.append((name, name, table.dropna(subset=["noise"])))
     fig, shown, total = _curve_grid(rows, "noise", lines, position, [f"{v:g}" for v in levels], "noise (distractor bytes / dataroom bytes)")
-    fig.suptitle(_wrap("Distractors mixed into the dataroom\n(means over questions, 95% CI resampling questions; n = runs/questions; "
+    fig.suptitle(_wrap(f"Distractors mixed into the dataroom\n(means over questions, 95% CI resampling {resampled(runs)}; n = runs/questions; "
                        f"distractor seeds are replicates{_shown(shown, total)})", fig), fontsize=10)
     return fig
 
@@ -293,7 +294,7 @@ def budget_by_type(frames: Frames, grader: Optional[str] = None) -> Figure:
     unit = runs["budget_unit"].iloc[0] if "budget_unit" in runs else "turns"
     fig, shown, total = _curve_grid(rows, "budget", lines, {b: i for i, b in enumerate(budgets)}, [str(b) for b in budgets],
                                     f"budget ({unit})")
-    fig.suptitle(_wrap("Accuracy vs budget by question type\n(means over questions, 95% CI resampling questions; n = runs/questions"
+    fig.suptitle(_wrap(f"Accuracy vs budget by question type\n(means over questions, 95% CI resampling {resampled(runs)}; n = runs/questions"
                        f"{_shown(shown, total)})", fig), fontsize=10)
     return fig
 

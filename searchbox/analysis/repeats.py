@@ -3,7 +3,8 @@ of the variance between questions and repeats.
 
 A repeat is another run of the same question in the same condition (frames.REPLICATES never split a condition).
 Each reducer turns a question's repeats into one number, and its CI resamples questions (cluster bootstrap over
-one value per question), never repeats: K repeats of 50 questions are 50 observations, not 50 K.
+one value per question; questions that ask one fact resample together), never repeats: K repeats of 50
+questions are 50 observations, not 50 K.
 
 - mean: the share of a question's repeats graded right, averaged over questions (pass@1's unbiased estimate).
 - majority: self-consistency (Wang et al. 2022): the question's most frequent non-empty answer (normalised), scored
@@ -82,7 +83,8 @@ def per_question(runs: pd.DataFrame, grader: str) -> pd.DataFrame:
 
 
 def reducers(runs: pd.DataFrame, grader: str, conds: list[str], k: Optional[int] = None, n_boot: int = 2000) -> pd.DataFrame:
-    """Per condition: mean, majority and pass@k over each question's repeats, with CIs resampling questions."""
+    """Per condition: mean, majority and pass@k over each question's repeats, with CIs resampling questions (facts where
+    the runs carry `fact_group`)."""
     rows = []
     for key, group in cells(runs, conds):
         pq = per_question(group, grader)
@@ -93,8 +95,12 @@ def reducers(runs: pd.DataFrame, grader: str, conds: list[str], k: Optional[int]
         scores = {"mean": (1, pq["mean"]), "majority": (None, pq["majority"])}
         if pq["binary"].all():
             scores[f"pass@{kk}"] = (kk, pd.Series([pass_at_k(int(n), int(c), kk) for n, c in zip(pq["n"], pq["c"])]))
+        # One value per question; questions that ask one fact (analysis/facts.py) resample together.
+        facts = None
+        if "fact_group" in group.columns:
+            facts = group.groupby(group["question_id"].astype(str))["fact_group"].first().reindex(pq["question_id"].astype(str)).tolist()
         for name, (kval, vals) in scores.items():
-            mean, lo, hi = cluster_bootstrap(vals.to_numpy(), n_boot=n_boot)  # one value per question: questions resample
+            mean, lo, hi = cluster_bootstrap(vals.to_numpy(), n_boot=n_boot, groups=facts)
             rows.append({**key, "reducer": name, "k": kval, "n_questions": len(pq), "repeats": reps, "mean": mean, "ci_low": lo, "ci_high": hi})
     out = pd.DataFrame(rows, columns=[*conds, *REDUCER_COLUMNS])
     out["k"] = pd.Series([None if v is None or v != v else int(v) for v in out["k"]], index=out.index, dtype=object)  # 3, not 3.000

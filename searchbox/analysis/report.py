@@ -26,7 +26,7 @@ import pandas as pd
 
 from . import FIGURES, LENIENT, Frames, accuracy_table, comparisons, headline_grader, load, save, search_style_table, time_split, tool_usage
 from .figures import applies as figure_applies
-from .facts import counts as fact_counts
+from .facts import counts as fact_counts, resampled
 from .frames import acting, inert_why
 from .multiplicity import DEFAULT_FAMILY, DEFAULT_METHOD, FAMILIES, METHOD_NAME, METHODS, adjust
 from .multiplicity import describe as describe_families
@@ -99,8 +99,7 @@ def resolve_grader(runs: pd.DataFrame, grader: str | None) -> str:
 
 def _resampled(runs: pd.DataFrame) -> str:
     """What the CIs resample: facts when some questions share one (analysis/facts.py), else questions."""
-    n, m = fact_counts(runs)
-    return "facts (questions that ask one fact resample together)" if m < n else "questions"
+    return "facts (questions that ask one fact resample together)" if resampled(runs) == "facts" else "questions"
 
 
 def _ci_sentence(runs: pd.DataFrame) -> str:

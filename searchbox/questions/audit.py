@@ -415,7 +415,8 @@ def measures_disagreeing(corpus: Corpus, q: AuditedQuestion, golds: list[str], f
 def span_problems(q: AuditedQuestion, corpus: Corpus) -> list[tuple[str, str]]:
     """What is wrong with a question's `evidence` spans (grading reads them as its answer-bearing passages): a span's file
     is not in the corpus, its text does not stand in that file verbatim (whitespace collapsed, as evidence compares), or
-    none of the spans holds the gold (a span without the gold is a bridge passage, one of them must bear the answer)."""
+    none of the spans holds the gold (a span without the gold is a bridge passage, one of them must bear the answer), unless
+    the answer is worked out rather than stated (a comparison's or a yes/no question's: its spans are the facts compared)."""
     spans = [e for e in getattr(q, "evidence", None) or [] if isinstance(e, dict)]
     if not spans:
         return []
@@ -428,7 +429,8 @@ def span_problems(q: AuditedQuestion, corpus: Corpus) -> list[tuple[str, str]]:
     absent = [e for e in spans if e.get("file") in corpus.texts and squash(e.get("text")) not in squash(corpus.texts[e["file"]])]
     if absent:
         out.append(("evidence_not_in_file", "; ".join(f"{e['file']}: {squash(e.get('text'))[:60]!r}" for e in absent)))
-    if golds and not any(occurs_in(squash(e.get("text")), golds) for e in spans):
+    derived = type_class(q.type) in DERIVED or set(tokens(q.answer)) in POLAR  # "yes" is worked out, never quoted
+    if golds and not derived and not any(occurs_in(squash(e.get("text")), golds) for e in spans):
         out.append(("evidence_without_gold", f"{len(spans)} span(s), none holds {q.answer!r}"))
     return out
 

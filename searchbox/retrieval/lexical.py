@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Hashable, Optional
+from typing import Callable, Hashable, Iterable, Optional
 
 import numpy as np
 
@@ -50,6 +50,82 @@ class BM25Index:
         scores = self.scores(query)
         cand = np.arange(self.n) if rows is None else np.asarray(rows, dtype=np.int64)
         return top_k(cand, scores[cand] if len(cand) else scores[:0], k, key, positive=True)
+
+
+# bm25s's defaults (BM25(): the Lucene variant), which `build_bm25` reproduces score for score.
+K1, B = 1.5, 0.75
+BATCH_TEXTS = 4096  # texts tokenised at once by build_bm25: its memory holds one batch of token lists, not the corpus's
+
+
+def build_bm25(texts: Iterable[str], progress: Optional[Callable[[int], None]] = None) -> BM25Index:
+    """BM25 over texts that arrive one at a time (a million-chunk index's texts are never all in memory): the same
+    scores as BM25Index(list(texts)) (bm25s's Lucene BM25, k1 1.5, b 0.75, float32), built in bounded memory.
+
+    bm25s.index wants every document's token list at once (Python lists of ints: about 7 GB at a million chunks);
+    this tokenises BATCH_TEXTS texts at a time with bm25s's own tokenizer and keeps one int32 (term, count) pair per
+    distinct term of a document, then writes bm25s's score matrix (CSC: a column per term) itself, its scores
+    computed a slice at a time. `progress(done)` hears the texts read so far."""
+    bm25s = _bm25s()
+    vocab: dict[str, int] = {}
+    terms, counts, widths = [], [], []  # per batch: term ids and counts of each (document, term); distinct terms per document
+    lengths: list[np.ndarray] = []  # per batch: tokens per document (BM25's document length)
+    batch: list[str] = []
+    done = 0
+
+    def flush() -> None:
+        nonlocal done
+        ids_of, tf_of, width, length = [], [], [], []
+        for tokens in bm25s.tokenize(batch, stopwords=STOPWORDS, show_progress=False, return_ids=False):
+            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32, count=len(tokens))
+            uniq, tf = np.unique(ids, return_counts=True)
+            ids_of.append(uniq)
+            tf_of.append(tf.astype(np.int32))
+            width.append(len(uniq))
+            length.append(len(tokens))
+        terms.append(np.concatenate(ids_of) if ids_of else np.zeros(0, np.int32))
+        counts.append(np.concatenate(tf_of) if tf_of else np.zeros(0, np.int32))
+        widths.append(np.asarray(width, dtype=np.int64))
+        lengths.append(np.asarray(length, dtype=np.float64))
+        done += len(batch)
+        batch.clear()
+        if progress is not None:
+            progress(done)
+
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= BATCH_TEXTS:
+            flush()
+    if batch:
+        flush()
+    dl = np.concatenate(lengths) if lengths else np.zeros(0)
+    n = len(dl)
+    if not n:
+        return BM25Index([])
+    voc, tf = np.concatenate(terms), np.concatenate(counts)
+    del terms, counts
+    n_vocab = len(vocab)
+    df = np.bincount(voc, minlength=n_vocab)
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # bm25s: float32 of math.log's float64
+    scale = K1 * ((1 - B) + B * dl / dl.mean())  # bm25s: k1 * ((1 - b) + b * l_d / l_avg), a float64 per document
+    order = np.argsort(voc, kind="stable")  # column (term) order; documents stay ascending within a column
+    docs = np.repeat(np.arange(n, dtype=np.int32), np.concatenate(widths))[order]
+    data = np.empty(len(order), dtype=np.float32)
+    step = 1 << 22  # entries scored at once: the float64 intermediates stay a few tens of MB
+    for start in range(0, len(order), step):
+        part = order[start : start + step]
+        t = tf[part]
+        # bm25s: idf (float32) * tf / (scale + tf), float64 until it is stored as float32
+        data[start : start + step] = idf[voc[part]] * (t / (scale[docs[start : start + step]] + t))
+    del order, voc, tf
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    retriever = bm25s.BM25()
+    retriever.scores = {"data": data, "indices": docs, "indptr": indptr, "num_docs": n}
+    vocab[""] = n_vocab  # bm25s adds the empty token past the matrix's columns, as index() does
+    retriever.vocab_dict = vocab
+    retriever.unique_token_ids_set = set(vocab.values())
+    retriever.nonoccurrence_array = None
+    return BM25Index(retriever=retriever, n=n)
 
 
 def load_bm25(folder: Path, n: int) -> BM25Index:

@@ -61,6 +61,19 @@ def test_cis_resample_questions_not_repeats():
     assert red.loc["mean", "n_questions"] == 10 and red.loc["mean", "repeats"] == "50"
 
 
+def test_cis_resample_facts_where_questions_share_one():
+    """Twenty questions that ask four facts (five questions each, all right or all wrong together) are four draws, not
+    twenty: the interval is as wide as four questions' would be, and wider than twenty independent ones'."""
+    rows = repeated([1.0] * 10 + [0.0] * 10, repeats=3)
+    independent = reducers(pd.DataFrame(rows), "correct", ["tools"]).set_index("reducer").loc["mean"]
+    shared = pd.DataFrame(rows).assign(fact_group=lambda d: d["question_id"].map(lambda q: f"fact{int(q[1:]) // 5}"))
+    clustered = reducers(shared, "correct", ["tools"]).set_index("reducer").loc["mean"]
+    four = reducers(pd.DataFrame(repeated([1.0, 1.0, 0.0, 0.0], repeats=3)), "correct", ["tools"]).set_index("reducer").loc["mean"]
+    assert clustered["mean"] == independent["mean"] == 0.5  # the estimate still weighs each question equally
+    assert clustered["ci_high"] - clustered["ci_low"] == pytest.approx(four["ci_high"] - four["ci_low"], abs=0.1)
+    assert clustered["ci_high"] - clustered["ci_low"] > 1.5 * (independent["ci_high"] - independent["ci_low"])
+
+
 def test_reducers_tell_apart_a_coin_and_a_split_question_set():
     """Arm `coin`: every question right half the time. Arm `split`: half the questions always right, half never.
     Their means agree (0.5); majority and pass@k do not, and the variance split names the difference."""

@@ -40,3 +40,19 @@ def test_the_audit_refuses_spans_that_are_not_in_their_file_or_hold_no_gold(tmp_
     assert "evidence_file_missing" in found["gone"]
     assert "evidence_not_in_file" in found["invented"]
     assert "evidence_without_gold" in found["nogold"]
+
+
+def test_a_worked_out_answer_needs_no_span_that_quotes_it(tmp_path):
+    """HotpotQA's comparison questions answer "yes"/"no" (or one of two names) from two supporting facts, neither of
+    which says the answer: their spans are the facts compared, and only a stated answer wants a span that holds it."""
+    corpus = small_corpus(tmp_path / "corpus")
+    span = [{"file": "jx-two-1.5b.md", "text": 'license: "CC-BY-NC-4.0"'}]
+    base = {"question": "Is jx-two-1.5b distributed under a non-commercial license?", "gold_files": ["jx-two-1.5b.md"], "evidence": span}
+    rows = [{**base, "id": "polar", "answer": "yes", "type": "multi-hop"},
+            {**base, "id": "compared", "answer": "jx-two-1.5b", "type": "comparison"},
+            {**base, "id": "stated", "answer": "Apache-2.0", "type": "single-hop"}]
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = {f.id: f.reasons for f in audit(load(path), Corpus.of(corpus_texts(corpus)))}
+    assert "evidence_without_gold" not in found["polar"] and "evidence_without_gold" not in found["compared"]
+    assert "evidence_without_gold" in found["stated"]  # a stated answer still needs its span

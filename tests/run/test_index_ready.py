@@ -81,7 +81,7 @@ def test_ensure_builds_before_the_run_and_the_run_finds_it(tmp_path):
     heard = []
     with reporting(lambda *r: heard.append(r)):
         first = ensure(cfg, builtin_dataroom())
-    assert first.built and first.chunks == first.embedded_chunks == 7 and heard[-1] == ("embed", 7, 7)
+    assert first.built and first.chunks == first.embedded_chunks == 7 and ("embed", 7, 7) in heard and heard[-1] == ("bm25", 7, 7)
     again = ensure(cfg, builtin_dataroom())
     assert not again.built and again.folder == first.folder and again.embedded_chunks == 0
     assert ensure(make_cfg(), builtin_dataroom()) is None  # tools=none search no index: nothing to build

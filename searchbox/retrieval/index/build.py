@@ -21,7 +21,7 @@ from ... import __version__
 from ...config import DataroomLimits
 from ...errors import BackendError, SearchboxError
 from ...paths import atomic_write
-from ..lexical import BM25Index
+from ..lexical import build_bm25
 from . import ann as ann_mod
 from . import progress as index_progress
 from .source import Chunking, content_hash, iter_folder, source_folder, source_kind
@@ -197,12 +197,14 @@ def _peek_generation(folder: Path) -> int:
         return 0
 
 
-def _tables(staging: Path, gen: int, files: dict, live: np.ndarray, live_texts: list[str]) -> dict:
-    """Write a generation's files table, live mask and BM25; return their state records."""
+def _tables(staging: Path, gen: int, files: dict, live: np.ndarray, live_texts: Iterable[str],
+            progress: Optional[Progress] = None) -> dict:
+    """Write a generation's files table, live mask and BM25 (its texts streamed: build_bm25); return their state records."""
     g = f"g{gen:06d}"
     write_bytes(staging / f"{g}.files.json", json.dumps(files, sort_keys=True, separators=(",", ":")).encode())
     save_npy(staging / f"{g}.live.npy", live)
-    bm = BM25Index(live_texts)
+    rows = int(live.sum())
+    bm = build_bm25(live_texts, progress=(lambda done: progress("bm25", done, rows)) if progress else None)
     bm.save(staging / f"{g}.bm25")
     return {"files": {**describe(staging / f"{g}.files.json"), "count": len(files)},
             "live": {**describe(staging / f"{g}.live.npy"), "rows": int(live.sum())},
@@ -232,8 +234,17 @@ def _live_mask(segments: list[dict], files: dict) -> np.ndarray:
     return live
 
 
-def _build_ann(staging: Path, gen: int, index_rows: Iterable[tuple[np.ndarray, np.ndarray]], dim: int, params: ann_mod.AnnParams) -> dict:
-    graph = ann_mod.build(index_rows, dim, params)
+def _build_ann(staging: Path, gen: int, index_rows: Iterable[tuple[np.ndarray, np.ndarray]], dim: int, params: ann_mod.AnnParams,
+               progress: Optional[Progress] = None, total: int = 0) -> dict:
+    def reported() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        done = 0
+        for rows, vecs in index_rows:
+            yield rows, vecs
+            done += len(rows)
+            if progress:
+                progress("ann", done, total)
+
+    graph = ann_mod.build(reported(), dim, params)
     name = f"g{gen:06d}.usearch"
     meta = ann_mod.save(graph, staging / name)
     return {**describe(staging / name), **meta}
@@ -349,11 +360,11 @@ def build(source: Path, folder: Path, encoder: Encoder, chunking: Chunking, embe
             dim = int(dim or 0)
             order = [segments[k] for k in sorted(segments)]
             live = _live_mask(order, files)
-            tables = _tables(staging, gen, files, live, _texts_of(staging, order, live))
+            tables = _tables(staging, gen, files, live, _texts_of(staging, order, live), progress)
             ann_rec = None
             params = wants_ann(ann, int(live.sum()))
             if params is not None and live.any():
-                ann_rec = _build_ann(staging, gen, _segment_batches(staging, order, live), dim, params)
+                ann_rec = _build_ann(staging, gen, _segment_batches(staging, order, live), dim, params, progress, int(live.sum()))
             src = {"path": str(source), "kind": kind, "content_sha256": digest}
             state = _state(src, embedder, chunking, dim, gen, order, tables, ann_rec, files)
             if selection is not None:
@@ -398,21 +409,20 @@ def _journals(staging: Path) -> list[dict]:
     return out
 
 
-def _texts_of(folder: Path, segments: list[dict], live: np.ndarray) -> list[str]:
-    """The live rows' texts in row order, read back from the segments' text blobs (no segment's texts stay in memory)."""
+def _texts_of(folder: Path, segments: list[dict], live: np.ndarray) -> Iterator[str]:
+    """The live rows' texts in row order, read back from the segments' text blobs one segment at a time."""
     from .store import MANIFEST_DTYPE
 
-    out, base = [], 0
+    base = 0
     for seg in segments:
         man = np.load(folder / seg["files"]["manifest"]["name"], mmap_mode="r")
         assert man.dtype == MANIFEST_DTYPE
         with open(folder / seg["files"]["text"]["name"], "rb") as fh:
             blob = fh.read()
         for r in np.flatnonzero(live[base : base + seg["rows"]]):
-            out.append(blob[int(man[r]["text_start"]) : int(man[r]["text_end"])].decode("utf-8", errors="replace"))
+            yield blob[int(man[r]["text_start"]) : int(man[r]["text_end"])].decode("utf-8", errors="replace")
         del blob
         base += seg["rows"]
-    return out
 
 
 def _segment_batches(folder: Path, segments: list[dict], live: np.ndarray, batch: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -484,7 +494,7 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
             segments = state["segments"] + ([seg] if seg["rows"] else [])
             live = _live_mask(segments, files)
             texts = _live_texts(idx, live, writer)
-            tables = _tables(staging, gen, files, live, texts)
+            tables = _tables(staging, gen, files, live, texts, progress)
             ann_rec = None
             if state.get("ann"):
                 ann_rec = _update_ann(idx, staging, gen, live, seg, dim, writer)
@@ -505,13 +515,13 @@ def refresh(folder: Path, encoder: Encoder, *, source: Optional[Path] = None, co
         return report
 
 
-def _live_texts(idx: Index, live: np.ndarray, writer: SegmentWriter) -> list[str]:
+def _live_texts(idx: Index, live: np.ndarray, writer: SegmentWriter) -> Iterator[str]:
     """Texts of the live rows in row order: old rows from the index, new ones from the writer."""
     old_rows = idx.rows
-    out = [idx.chunk(int(r)).text for r in np.flatnonzero(live[:old_rows])]
-    new_live = np.flatnonzero(live[old_rows:])
-    out.extend(writer.texts[int(r)] for r in new_live)
-    return out
+    for r in np.flatnonzero(live[:old_rows]):
+        yield idx.chunk(int(r)).text
+    for r in np.flatnonzero(live[old_rows:]):
+        yield writer.texts[int(r)]
 
 
 def _update_ann(idx: Index, staging: Path, gen: int, live: np.ndarray, seg: dict, dim: int, writer: SegmentWriter) -> dict:

@@ -16,6 +16,7 @@ from ...humanize import duration
 BAR_WIDTH = 24
 REDRAW_S = 0.25  # a terminal bar is redrawn at most this often
 LINE_EVERY_S = 10.0  # a log gets a line at most this often (and at the start and end of the embedding)
+PHASES = {"bm25": "BM25", "ann": "the ANN graph"}  # the steps after the embedding, each over the live chunks
 
 
 class Console:
@@ -29,6 +30,8 @@ class Console:
         self.started = clock()
         self.active = False  # a build is under way (a process may build several: each is timed from its first report)
         self.embed_started: Optional[float] = None
+        self.phase_started: dict[str, float] = {}
+        self.step_ended: Optional[float] = None  # when the last step (the embedding, BM25) ended: the next one began then
         self.last = -float("inf")
         self.open_line = False  # a bar is on the screen without its newline
 
@@ -40,11 +43,14 @@ class Console:
             if self.tty and now - self.last >= REDRAW_S:
                 self._draw(f"{self.prefix} reading {self.what or 'the files'}: {done:,} files", now)
             return
+        if stage in PHASES:
+            self._phase(stage, done, total, now)
+            return
         if stage != "embed":
             return
         if done >= total:
             self._line(f"{self.prefix} embedded {total:,} chunks{self._of()} in {duration(now - self.started)}", now)
-            self.active = False
+            self.active, self.step_ended = False, now
             return
         if self.embed_started is None:
             self.embed_started = now
@@ -57,6 +63,19 @@ class Console:
                 self._draw(f"{self.prefix} embedding [{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {self._count(done, total, now)}", now)
         elif now - self.last >= self.every_s:
             self._line(f"{self.prefix} building the index{self._of()}: {self._count(done, total, now)}", now)
+
+    def _phase(self, stage: str, done: int, total: int, now: float) -> None:
+        """BM25 and the ANN graph, after the embedding: a line (or bar) while they take a while, one when each is done."""
+        started = self.phase_started.setdefault(stage, self.step_ended if self.step_ended is not None else now)
+        if done >= total:
+            self.phase_started.pop(stage, None)
+            self.step_ended, self.active = now, False  # the build may end here: the next report starts a new one
+            if now - started >= 1 or self.tty:  # a step over in a blink needs no line of its own in a log
+                self._line(f"{self.prefix} {PHASES[stage]}{self._of()}: {total:,} chunks in {duration(now - started)}", now)
+            return
+        if now - self.last >= (REDRAW_S if self.tty else self.every_s):
+            text = f"{self.prefix} {PHASES[stage]}{self._of()}: {done:,} / {total:,} chunks ({100 * done // max(1, total)}%), {duration(now - started)}"
+            self._draw(text, now) if self.tty else self._line(text, now)
 
     def _of(self) -> str:
         return f" of {self.what}" if self.what else ""

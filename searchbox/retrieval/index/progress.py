@@ -1,7 +1,8 @@
 """Index-build progress: one hook the builder calls, set by whoever shows it (a CLI bar, a sweep line, a web job).
 
 The builder reports `(stage, done, total)`: stage "read" while it reads files (done = files read, total 0:
-not known yet), then "embed" after each batch of chunks (done and total in chunks). Whoever wants to show a
+not known yet), then "embed" after each batch of chunks (done and total in chunks), then "bm25" and (when the
+index gets a graph) "ann" as those steps go over the live chunks (done and total in chunks). Whoever wants to show a
 build wraps the work that may build an index in `with reporting(hook): ...`; hooks nest and all of them hear
 every report of this process. A hook must be quick and must not raise (a display never fails a build).
 """

@@ -101,6 +101,7 @@ function progressText(p) {
   const took = running !== undefined ? ` · ${secs(running)}` : "";
   if (p.stage === "embed" && p.total) return `building index ${fmt(p.done)} / ${fmt(p.total)} chunks (${Math.floor(100 * p.done / p.total)}%)${took}`;
   if (p.stage === "read") return `building index: reading files (${fmt(p.done)} read)${took}`;
+  if ((p.stage === "bm25" || p.stage === "ann") && p.total) return `building index: ${p.stage === "bm25" ? "BM25" : "ANN graph"} ${fmt(p.done)} / ${fmt(p.total)} chunks${took}`;
   if (p.finished) return `index ready (${fmt(p.chunks)} chunks)${took}`;
   return `building index: starting (loading the embedder)${took}`;
 }
