@@ -116,6 +116,13 @@ def _codex() -> str:
     return f"{codex.version} under {codex.root} (native binary {binary(codex.root).name}); runs inside the box, offline"
 
 
+def _claude_code() -> str:
+    from .harness.claudecode.install import require
+
+    cc = require()
+    return f"{cc.version} under {cc.root} ({cc.binary.name}; bridges on node {cc.node_version}); runs inside the box, offline"
+
+
 def _miniswe() -> str:
     from .harness import miniswe
 
@@ -185,6 +192,7 @@ CHECKS = [
     Check("env knobs", False, _knobs, "fix or unset the knob named"),
     Check("pi (harness=pi)", False, _pi, "python -m searchbox setup (installs the pinned Pi with npm; needs Node >= 20.6)"),
     Check("codex (harness=codex)", False, _codex, "python -m searchbox setup (installs the pinned Codex CLI with npm)"),
+    Check("claude-code (harness=claude-code)", False, _claude_code, "python -m searchbox setup (installs the pinned Claude Code with npm)"),
     Check("mini-swe-agent (harness=mini-swe-agent)", False, _miniswe, "pip install mini-swe-agent==2.4.6 (scripts/install.sh installs it)"),
 ]
 
@@ -211,6 +219,7 @@ def setup(dry_run: bool = False) -> int:
     from .model.llama import build_plan, ensure_model, ensure_server, find_server
 
     from .harness.codex import install as codex_install
+    from .harness.claudecode import install as cc_install
     from .harness.pi import install as pi_install
 
     if dry_run:
@@ -223,6 +232,7 @@ def setup(dry_run: bool = False) -> int:
         print(f"pi: {'installed' if pi else 'would npm ci'} {pi_install.pinned_version()} under {pi_install.install_dir()}")
         print(f"codex: {'installed' if codex_install.find_codex() else 'would npm ci'} {codex_install.pinned_version()} "
               f"under {codex_install.PIN.install_dir()}")
+        print(f"claude-code: {'installed' if cc_install.find() else 'would npm ci'} {cc_install.pinned_version()} under {cc_install.install_dir()}")
         return 0
     from .corpus.noise import ensure_default_corpus
 
@@ -241,6 +251,11 @@ def setup(dry_run: bool = False) -> int:
         codex_line = f"not installed ({exc})"
     print(f"llama-server: {server}\nmodel: {model}\ndistractors (noise axis): {distractors}\npi (harness=pi): {pi_line}")
     print(f"codex (harness=codex): {codex_line}")
+    try:  # harness=claude-code only, as Pi
+        cc = cc_install.ensure()
+        print(f"claude-code (harness=claude-code): {cc.version} under {cc.root}")
+    except SetupError as exc:
+        print(f"claude-code (harness=claude-code): not installed ({exc})")
     index = packaged_index()
     print(f"index of the packaged corpus: {index.chunks:,} chunks, {'built in ' + str(round(index.seconds)) + ' s' if index.built else 'found'}: "
           f"{index.folder}")

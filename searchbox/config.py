@@ -26,6 +26,7 @@ HARNESS_KINDS: dict[str, str] = {
     "pi": "searchbox.harness.pi:PiHarness",
     "mini-swe-agent": "searchbox.harness.miniswe:MiniSweHarness",
     "codex": "searchbox.harness.codex:CodexHarness",
+    "claude-code": "searchbox.harness.claudecode:ClaudeCodeHarness",
 }
 
 

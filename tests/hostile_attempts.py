@@ -983,3 +983,4 @@ def sweep_killed_randomly(tmp: Path) -> str:
 
 # ---- round two: attempts kept in their own modules, registered into ATTEMPTS on import ---------------
 from tests import hostile_box, hostile_grading, hostile_model, hostile_pi, hostile_rundirs, hostile_services  # noqa: E402,F401
+from tests import hostile_claudecode  # noqa: E402,F401
