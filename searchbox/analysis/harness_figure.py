@@ -1,10 +1,11 @@
-"""The harness figure (issue 22): accuracy, tokens and the context each harness fills, native loop beside Pi.
+"""The harness figure (issues 22, 34): accuracy, tokens and the context each harness fills, the native loop beside the
+agents (Pi, Claude Code, Codex CLI, mini-swe-agent).
 
-One bar per harness x tool tier (tier in its colour, Pi hatched), grouped by every other condition (budget first),
+One bar per harness x tool tier (tier in its colour, each agent its hatch), grouped by every other condition (budget first),
 never pooled; means weigh each question equally with 95% CIs resampling questions, or facts (frames.accuracy_table), n
-(runs/questions) at every bar. The third panel is the context at the end of the first turn against the window:
-Pi's own system prompt and tool schemas take a large part of an 8K window before the model has done anything,
-and its compaction calls (counted apart in the record) are part of its tokens.
+(runs/questions) at every bar. The third panel is the context at the end of the first turn against the window: an
+agent's own system prompt and tool schemas take a large part of an 8K window before the model has done anything, and
+its compaction calls (counted apart in the record) are part of its tokens.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from matplotlib.figure import Figure
 from .frames import Frames, accuracy_table, cells, label
 from .facts import resampled
 
-HARNESS_HATCH = {"native": "", "pi": "//"}
+HARNESS_HATCH = {"native": "", "pi": "//", "claude-code": "\\\\", "codex": "xx", "mini-swe-agent": ".."}
+AGENT_NAMES = {"pi": "Pi", "claude-code": "Claude Code", "codex": "Codex", "mini-swe-agent": "mini-swe-agent"}
 TIER_COLORS = {"none": "#2ca02c", "high": "#1f77b4", "low": "#ff7f0e", "all": "#9467bd", "grep_only": "#2a7ab0", "vector_only": "#d9822b"}
 TABLE_END = ("n", "n_questions", "mean", "ci_low", "ci_high")
 
@@ -35,7 +37,7 @@ def needs(frames: Frames) -> Optional[str]:
         return "no finished runs"
     col = harness_column(runs)
     if col is None or runs[col].dropna().astype(str).nunique() < 2:
-        return "needs a harness axis that varies (harness=native,pi)"
+        return "needs a harness axis that varies (harness=native,pi,claude-code,codex)"
     return None
 
 
@@ -108,7 +110,6 @@ def harness_effect(frames: Frames, grader: Optional[str] = None) -> Figure:
         _bars(ax, table, grp, combos, name, unit)
         ax.set_title(name, fontsize=9)
     notes = []
-    pi = runs[runs["harness"] == "pi"]
     if len(panels) == 3:
         window = pd.to_numeric(runs["harness_context_window"], errors="coerce").dropna() if "harness_context_window" in runs else pd.Series(dtype=float)
         if not window.empty:
@@ -116,23 +117,39 @@ def harness_effect(frames: Frames, grader: Optional[str] = None) -> Figure:
             axes[2].text(0.01, float(window.median()), f"context window {int(window.median())}", color="#aa0000", fontsize=6,
                          va="bottom", transform=axes[2].get_yaxis_transform())
             axes[2].set_ylim(0, max(axes[2].get_ylim()[1], float(window.median()) * 1.08))
-    def numbers(col: str) -> pd.Series:
-        return pd.to_numeric(pi[col], errors="coerce").dropna() if col in pi.columns else pd.Series(dtype=float)
-
-    if not pi.empty:
-        first = numbers("harness_first_prompt_tokens")
-        if not first.empty:
-            notes.append(f"Pi's first call: {first.mean():.0f} prompt tokens on average (its system prompt, tools and the question)")
-        spent, total, calls = numbers("harness_compaction_tokens").sum(), numbers("tokens_total").sum(), numbers("harness_compaction_calls").sum()
-        if total and calls:
-            notes.append(f"Pi's own compaction: {int(calls)} calls, {spent / total:.0%} of its tokens")
-        renders = pi.get("harness_server_renders_tools")
-        if renders is not None and (renders == False).any():  # noqa: E712 - a column of booleans and NaN
-            notes.append("the server's chat template renders no tools: Pi's model saw no tool schemas")
+    notes += agent_notes(runs)
     handles, labels = axes[-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)) or 1, fontsize=7,
-               title="bars: harness (Pi hatched), tools", title_fontsize=7)
-    title = f"Harness: searchbox's loop vs Pi, the reference agent (means over questions, 95% CI resampling {resampled(frames.runs)})"
+               title="bars: harness (each agent hatched), tools", title_fontsize=7)
+    agents = [AGENT_NAMES.get(h, h) for h in sorted(runs["harness"].unique()) if h != "native"]
+    title = (f"Harness: searchbox's loop beside {', '.join(agents)} (means over questions, 95% CI resampling {resampled(frames.runs)})"
+             if "native" in set(runs["harness"]) else f"Harness: {', '.join(agents)} (means over questions, 95% CI resampling {resampled(frames.runs)})")
     chars = max(40, int(fig.get_figwidth() * 72 / 5.6))
     fig.suptitle("\n".join(textwrap.fill(line, chars) for line in [title, "; ".join(notes)] if line), fontsize=10)
     return fig
+
+
+def agent_notes(runs: pd.DataFrame) -> list[str]:
+    """Per agent harness, from its record's `harness` fields: its first call's prompt tokens (its own system prompt,
+    tools and the question), its own compaction's share of its tokens, and whether its model saw tool schemas at all."""
+    notes, blind = [], []
+    for harness in sorted(h for h in runs["harness"].unique() if h != "native"):
+        own = runs[runs["harness"] == harness]
+        name = AGENT_NAMES.get(harness, harness)
+
+        def numbers(col: str) -> pd.Series:
+            return pd.to_numeric(own[col], errors="coerce").dropna() if col in own.columns else pd.Series(dtype=float)
+
+        first = numbers("harness_first_prompt_tokens")
+        first = first[first > 0]
+        if not first.empty:
+            notes.append(f"{name}'s first call: {first.mean():.0f} prompt tokens")
+        spent, total, calls = numbers("harness_compaction_tokens").sum(), numbers("tokens_total").sum(), numbers("harness_compaction_calls").sum()
+        if total and calls:
+            notes.append(f"{name}'s own compaction: {int(calls)} calls, {spent / total:.0%} of its tokens")
+        renders = own.get("harness_server_renders_tools")
+        if renders is not None and (renders == False).any():  # noqa: E712 - a column of booleans and NaN
+            blind.append(name)
+    if blind:
+        notes.append(f"the server's chat template renders no tools: {', '.join(blind)} sent tool schemas the model never saw")
+    return notes

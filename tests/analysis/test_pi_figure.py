@@ -47,3 +47,14 @@ def test_the_harness_figure_keeps_harness_tools_and_budget_apart(tmp_path):
 def test_without_a_harness_axis_the_figure_is_not_drawn(tmp_path):
     frames = load([_sweep(tmp_path / "one", harnesses=("native",))])
     assert "harness axis" in applies(frames, "paper_harness_effect")
+
+
+def test_every_agent_harness_is_a_bar_of_its_own_named_in_the_title(tmp_path):
+    frames = load([_sweep(tmp_path / "five", harnesses=("native", "pi", "claude-code", "codex", "mini-swe-agent"))])
+    fig = PAPER_FIGURES["paper_harness_effect"](frames, "contains")
+    accuracy = fig.axes[0]
+    assert len(_bars(accuracy)) == 2 * 5 * 2  # budgets x harnesses x tiers
+    hatches = {b.get_hatch() for b in _bars(accuracy)}
+    assert len(hatches) == 5  # one look per harness: none falls back to another's
+    title = fig._suptitle.get_text()
+    assert all(name in title for name in ("Pi", "Claude Code", "Codex", "mini-swe-agent")) and "searchbox's loop beside" in title
