@@ -39,6 +39,7 @@ from ...tools import Outcome, ToolsetState
 from ..accounting import Accountant, Clock, Ledger, stop_of
 from ..base import CONTINUE, EndTurn, RunContext, Stop
 from ..channel import Channel, Reply, Routes
+from ..channel_tools import run_channel_call
 from ..pi.loop import _hand_over  # a file the backstop writes belongs to the box's uid
 from ..pi.rpc import Rpc
 from ..pi.wire import assistant
@@ -530,29 +531,7 @@ class ClaudeCodeRun:
             info = self.calls.get(call_id) or {}
             turn, step = self.s.turn, int(info.get("step", self.s.step))
             self.running.add(call_id)
-        with self.tool_lock:
-            try:
-                out = self.ctx.toolset.call(name, args)
-            except BackendError as exc:
-                self.running.discard(call_id)
-                with self.lock:
-                    self.rec.tool_call(ToolRow(turn, step, call_id, str(name), info.get("arguments") or json.dumps(args, default=str),
-                                               [], [], 0.0, 0.0, False, str(exc), 0, "", False))
-                    return self._refuse(Stop("tool_error", str(exc)), "the tool's backend failed; the run stops", 500)
-        with self.lock:
-            counters = self.stats if self.stats is not None else self.s.ledger.cum
-            counters.tool_calls += 1
-            counters.tool_s += out.duration_ms / 1000
-            counters.setup_s += out.setup_ms / 1000
-            counters.malformed_calls += int(out.malformed)
-            self.outcomes[call_id] = out
-            self.answered[call_id] = (out.tool, out.output)
-            self.rowed.add(call_id)
-            self.running.discard(call_id)
-            self.rec.tool_call(ToolRow(turn, step, call_id, out.tool, info.get("arguments") or out.arguments, list(out.programs),
-                                       list(out.paths), out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars,
-                                       out.delivered, out.malformed, out.opened))
-        return Reply(200, {"ok": out.ok, "text": out.output})
+        return run_channel_call(self, name, args, call_id, info.get("arguments"), turn, step, lambda: self.running.discard(call_id))
 
     # ---- bookkeeping --------------------------------------------------------------------------------------
     def _event(self, kind: str, **data: Any) -> None:

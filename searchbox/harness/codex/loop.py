@@ -37,6 +37,7 @@ from ..accounting import Accountant, Clock, Ledger, stop_of
 from ..agent import OVERFLOW_RX, backstop, record_turn, visible_text
 from ..base import CONTINUE, EndTurn, RunContext, Stop
 from ..channel import Channel, Reply, Routes, error
+from ..channel_tools import run_channel_call
 from ..npm import NpmInstall
 from ..pi.rpc import Rpc
 from ..pi.wire import assistant
@@ -475,25 +476,7 @@ class CodexRun:
             self.rowed.add(call_id)
             info = self.calls[call_id]
             turn, step = self.s.turn, int(info["step"])
-        with self.tool_lock:
-            try:
-                out = self.ctx.toolset.call(name, args)
-            except BackendError as exc:
-                with self.lock:
-                    self.rec.tool_call(ToolRow(turn, step, call_id, str(name), info["arguments"], [], [], 0.0, 0.0, False, str(exc), 0, "", False))
-                    return self._refuse(Stop("tool_error", str(exc)), "the tool's backend failed; the run stops", 500)
-        with self.lock:
-            counters = self.stats if self.stats is not None else self.s.ledger.cum
-            counters.tool_calls += 1
-            counters.tool_s += out.duration_ms / 1000
-            counters.setup_s += out.setup_ms / 1000
-            counters.malformed_calls += int(out.malformed)
-            self.outcomes[call_id] = out
-            self.answered[call_id] = (out.tool, out.output)
-            self.rec.tool_call(ToolRow(turn, step, call_id, out.tool, info["arguments"], list(out.programs), list(out.paths),
-                                       out.duration_ms, out.setup_ms, out.ok, out.error, out.output_chars, out.delivered, out.malformed,
-                                       out.opened))
-        return Reply(200, {"ok": out.ok, "text": out.output})
+        return run_channel_call(self, name, args, call_id, info["arguments"], turn, step)
 
     # ---- bookkeeping --------------------------------------------------------------------------------------
     def _event(self, kind: str, **data: Any) -> None:
