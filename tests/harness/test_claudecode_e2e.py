@@ -9,25 +9,16 @@ import pytest
 from searchbox.harness.claudecode import install
 from searchbox.model import llama
 from searchbox.run.runner import execute
-from searchbox.tools.sandbox import bwrap_works
-from tests.conftest import make_cfg, tables, trace
+from tests.conftest import tables, trace
+from tests.harness.agent_e2e import QUESTION, forced_agent_cfg
 
 
 @pytest.mark.e2e
 def test_claude_code_with_the_bundled_model_forced(tmp_path, real_home):
-    if llama.find_server() is None or llama.find_model() is None:
-        pytest.skip("embedded default not installed: run `python -m searchbox setup`")
-    if install.find() is None:
-        pytest.skip("Claude Code not installed: run `python -m searchbox setup`")
-    if not bwrap_works():
-        pytest.skip("bubblewrap unavailable: Claude Code runs in the box")
-    cfg = make_cfg(kind="claude-code", budget=2)
-    cfg.tools = "high"
-    cfg.retrieval.retriever = "bm25"
-    cfg.model.max_tokens = 128
+    cfg = forced_agent_cfg("claude-code", install.find(), "Claude Code")
     run_dir = tmp_path / "run"
     with llama.LlamaServer.from_config(cfg.model) as server:
-        meta = execute(cfg, "How tall is the Gannet Rock lighthouse?", None, run_dir, server.url)
+        meta = execute(cfg, QUESTION, None, run_dir, server.url)
     assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 2 and meta["continues_sent"] == 1, meta["stop_detail"]
     assert meta["tokens"]["estimated_calls"] == 0  # llama-server billed every call
     h = meta["harness"]

@@ -9,25 +9,16 @@ import pytest
 from searchbox.model import llama
 from searchbox.harness.pi import install
 from searchbox.run.runner import execute, resume
-from searchbox.tools.sandbox import bwrap_works
-from tests.conftest import make_cfg, tables, trace
+from tests.conftest import tables, trace
+from tests.harness.agent_e2e import QUESTION, forced_agent_cfg
 
 
 @pytest.mark.e2e
 def test_pi_with_the_bundled_model_forced_then_resumed(tmp_path, real_home):
-    if llama.find_server() is None or llama.find_model() is None:
-        pytest.skip("embedded default not installed: run `python -m searchbox setup`")
-    if install.find_pi() is None:
-        pytest.skip("Pi not installed: run `python -m searchbox setup`")
-    if not bwrap_works():
-        pytest.skip("bubblewrap unavailable: Pi runs in the box")
-    cfg = make_cfg(kind="pi", budget=2)
-    cfg.tools = "high"
-    cfg.retrieval.retriever = "bm25"
-    cfg.model.max_tokens = 128
+    cfg = forced_agent_cfg("pi", install.find_pi(), "Pi")
     run_dir = tmp_path / "run"
     with llama.LlamaServer.from_config(cfg.model) as server:
-        meta = execute(cfg, "How tall is the Gannet Rock lighthouse?", None, run_dir, server.url)
+        meta = execute(cfg, QUESTION, None, run_dir, server.url)
         assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 2 and meta["continues_sent"] == 1, meta["stop_detail"]
         assert meta["served"]["slot_start"] == "erased" and meta["tokens"]["estimated_calls"] == 0  # llama-server billed every call
         h = meta["harness"]
