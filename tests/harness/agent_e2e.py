@@ -3,6 +3,7 @@ which is missing; then the same forced two-turn run config (tools=high over BM25
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,3 +29,19 @@ def forced_agent_cfg(kind: str, installed: Any, agent: str):
     cfg.retrieval.retriever = "bm25"
     cfg.model.max_tokens = 128
     return cfg
+
+
+def execute_as_a_sweep_does(cfg, folder, url: str) -> tuple[dict, Path]:
+    """One run as a sweep runs it: an infrastructure stop (harness.base.INFRA_STOPS: the agent process died under it)
+    is redone once in a fresh folder, as a relaunch would. The first attempt's record must still name its cause.
+    Claude Code 2.1.332 and Codex 0.171.0 have each been seen to die mid-run under load (Claude Code by SIGABRT just
+    after a reply, about 1 run in 50), which the harness records as tool_error; this test is about the rest."""
+    from searchbox.harness.base import INFRA_STOPS
+    from searchbox.run.runner import execute
+
+    meta = execute(cfg, QUESTION, None, folder / "run", url)
+    if meta["stop_reason"] not in INFRA_STOPS:
+        return meta, folder / "run"
+    assert meta["stop_detail"], "an infrastructure stop without its cause"
+    print(f"first attempt: {meta['stop_reason']}: {meta['stop_detail']} (redone once, as a sweep's relaunch would)")
+    return execute(cfg, QUESTION, None, folder / "again", url), folder / "again"

@@ -236,7 +236,7 @@ def _ask_channel_from_outside(since: float) -> list:
 def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, codex):
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]},
-        {"sleep": 8.0, "content": "never delivered"},
+        {"sleep": 20.0, "content": "never delivered"},  # long enough for the kill to land mid-call on a loaded machine
     ]
     cfg = codex_cfg(budget=1)
     cfg.tools = "high"
@@ -255,10 +255,13 @@ def test_kill_codex_mid_turn_leaves_a_stop_reason_and_complete_rows(tmp_path, co
                     exe = os.readlink(f"/proc/{pid}/exe")
                 except OSError:
                     continue
-                if exe.endswith("/bin/codex") and len(srv.requests) >= 2:
+                if not exe.endswith("/bin/codex") or not srv.requests:
+                    continue
+                if "outside" not in result:  # while Codex runs its first call's tool, before the call the kill cuts
+                    result["outside"] = _ask_channel_from_outside(since)
+                if len(srv.requests) >= 2:
                     result["netns"] = os.stat(f"/proc/{pid}/ns/net").st_ino  # before the kill: Codex's network namespace
                     result["cmdline"] = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
-                    result["outside"] = _ask_channel_from_outside(since)
                     os.kill(int(pid), signal.SIGKILL)
                     result["killed"] = int(pid)
                     return

@@ -8,17 +8,15 @@ import pytest
 
 from searchbox.harness.codex import install
 from searchbox.model import llama
-from searchbox.run.runner import execute
 from tests.conftest import tables, trace
-from tests.harness.agent_e2e import QUESTION, forced_agent_cfg
+from tests.harness.agent_e2e import execute_as_a_sweep_does, forced_agent_cfg
 
 
 @pytest.mark.e2e
 def test_codex_with_the_bundled_model_forced(tmp_path, real_home):
     cfg = forced_agent_cfg("codex", install.find_codex(), "Codex")
-    run_dir = tmp_path / "run"
     with llama.LlamaServer.from_config(cfg.model) as server:
-        meta = execute(cfg, QUESTION, None, run_dir, server.url)
+        meta, run_dir = execute_as_a_sweep_does(cfg, tmp_path, server.url)
     assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 2 and meta["continues_sent"] == 1, meta["stop_detail"]
     assert meta["tokens"]["estimated_calls"] == 0  # llama-server billed every call
     h = meta["harness"]
