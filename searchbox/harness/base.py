@@ -6,6 +6,8 @@ import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+from ..errors import ConfigError
+
 if TYPE_CHECKING:
     from ..config import RunConfig
     from ..corpus.dataroom import Workspace
@@ -72,6 +74,11 @@ class Harness(abc.ABC):
 
     def check(self, cfg: "RunConfig") -> None:
         """Refuse (ConfigError/SetupError, one line with the fix) before anything is written when this harness cannot run."""
+
+    def refuse_control(self, cfg: "RunConfig") -> None:
+        """An agent harness's one line for a control policy: the controls are no model an agent could call."""
+        if cfg.model.policy:
+            raise ConfigError(f"harness={self.kind} drives a model; the control policy {cfg.model.policy!r} runs under harness=native")
 
     def identity(self, cfg: "RunConfig") -> dict:
         """What the run key needs beyond the config: the harness's own version and whatever searchbox adds to it."""

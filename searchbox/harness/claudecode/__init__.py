@@ -21,8 +21,7 @@ class ClaudeCodeHarness(Harness):
     def check(self, cfg: RunConfig) -> None:
         from .install import require
 
-        if cfg.model.policy:
-            raise ConfigError(f"harness=claude-code drives a model; the control policy {cfg.model.policy!r} runs under harness=native")
+        self.refuse_control(cfg)
         if cfg.model.protocol not in ("native", "auto"):
             raise ConfigError(f"harness=claude-code needs the server's own tool calls (model.protocol=native); "
                               f"model.protocol={cfg.model.protocol!r} is the native loop's")

@@ -18,8 +18,7 @@ class CodexHarness(Harness):
     def check(self, cfg: RunConfig) -> None:
         from .install import require_codex
 
-        if cfg.model.policy:
-            raise ConfigError(f"harness=codex drives a model; the control policy {cfg.model.policy!r} runs under harness=native")
+        self.refuse_control(cfg)
         if cfg.model.protocol not in ("native", "auto"):
             raise ConfigError(f"harness=codex calls tools the OpenAI way only; model.protocol={cfg.model.protocol!r} runs under harness=native")
         if cfg.harness.sandbox == "none":

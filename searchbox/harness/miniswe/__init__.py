@@ -173,8 +173,7 @@ class MiniSweHarness(Harness):
     kind = "mini-swe-agent"
 
     def check(self, cfg: RunConfig) -> None:
-        if cfg.model.policy:
-            raise ConfigError(f"harness=mini-swe-agent drives a model; the control policy {cfg.model.policy!r} runs under harness=native")
+        self.refuse_control(cfg)
         check_tools(cfg)
         templates(require())
 

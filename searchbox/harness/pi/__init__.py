@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import RunConfig
-from ...errors import ConfigError, SearchboxError
+from ...errors import SearchboxError
 from ..base import Harness, RunContext
 
 
@@ -20,8 +20,7 @@ class PiHarness(Harness):
     def check(self, cfg: RunConfig) -> None:
         from .install import require_pi
 
-        if cfg.model.policy:
-            raise ConfigError(f"harness=pi drives a model; the control policy {cfg.model.policy!r} runs under harness=native")
+        self.refuse_control(cfg)
         require_pi()
 
     def identity(self, cfg: RunConfig) -> dict:
