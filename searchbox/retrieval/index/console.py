@@ -75,7 +75,10 @@ class Console:
             return
         if now - self.last >= (REDRAW_S if self.tty else self.every_s):
             text = f"{self.prefix} {PHASES[stage]}{self._of()}: {done:,} / {total:,} chunks ({100 * done // max(1, total)}%), {duration(now - started)}"
-            self._draw(text, now) if self.tty else self._line(text, now)
+            if self.tty:
+                self._draw(text, now)
+            else:
+                self._line(text, now)
 
     def _of(self) -> str:
         return f" of {self.what}" if self.what else ""
