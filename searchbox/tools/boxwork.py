@@ -42,11 +42,20 @@ STAGE_CANDIDATES = ("/mnt", "/media", "/srv", "/opt", "/run", "/home", "/var/tmp
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
-# The wrapper, run as `python -I -S -c WRAPPER stage size files sock_fd -- bwrap ...`. It is the only code that
-# runs with the right to mount; it runs nothing the model sent before exec'ing bwrap.
+# The wrapper, run as `python -I -S -c WRAPPER stage size files sock_fd [rel source]... -- bwrap ...`. It is the only
+# code that runs with the right to mount; it runs nothing the model sent before exec'ing bwrap.
+#
+# Each (rel, source) is a read-only folder of work/ (dataroom/: the corpus's shared copy). A bind mount's root is a
+# host path, and /proc/self/mountinfo in the box would print it ($SEARCHBOX_HOME, the corpus's identity). So the
+# wrapper mounts an overlay instead, after the harness has filled the tmpfs: a fresh filesystem whose root is "/",
+# with no upper layer (read-only by construction), whose two lower layers (the source and the empty mount point
+# itself: overlayfs wants two without an upper) are named by descriptor, "/proc/self/fd/N", which is all mountinfo
+# shows of them. Where overlayfs is missing, a read-only bind stands in (mountinfo then names the source).
 WRAPPER = r"""
 import ctypes, os, socket, sys
-stage, size, files, sock_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+head = sys.argv[1:sys.argv.index("--")]
+stage, size, files, sock_fd = head[0], int(head[1]), int(head[2]), int(head[3])
+layers = list(zip(head[4::2], head[5::2]))
 argv = sys.argv[sys.argv.index("--") + 1:]
 libc = ctypes.CDLL(None, use_errno=True)
 def check(rc, what):
@@ -70,6 +79,20 @@ os.close(fd)
 if sock.recv(1) != b"g":
     sys.exit(3)
 sock.close()
+RDONLY, NOSUID, NODEV, REMOUNT, BIND, REC = 0x1, 0x2, 0x4, 0x20, 0x1000, 0x4000
+for rel, source in layers:
+    low = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    at = os.open(os.path.join(stage, rel), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    target = f"/proc/self/fd/{at}".encode()
+    opts = f"lowerdir=/proc/self/fd/{low}:/proc/self/fd/{at}".encode()
+    if libc.mount(b"searchbox-ro", target, b"overlay", RDONLY | NOSUID | NODEV, opts) != 0:
+        check(libc.mount(source.encode(), target, None, BIND | REC, None), f"bind {rel}")
+        top = os.path.join(stage, rel)  # by path: the descriptor still holds the folder under the new mount
+        f = os.statvfs(top).f_flag  # the flags a user namespace must keep (ST_* = MS_*, but for relatime)
+        keep = (f & (NOSUID | NODEV | 0x8 | 0x400 | 0x800)) | (0x200000 if f & 0x1000 else 0)
+        check(libc.mount(None, top.encode(), None, REMOUNT | BIND | RDONLY | keep, None), f"make {rel} read-only")
+    os.close(low)
+    os.close(at)
 os.execvp(argv[0], argv)
 """
 
@@ -100,8 +123,10 @@ def stage_dir(sources: list[str]) -> str:
     raise OSError(errno.ENOENT, "no directory to mount the box's work/ on: create /mnt")
 
 
-def wrapper_argv(stage: str, quota: Quota, sock_fd: int) -> list[str]:
-    return [sys.executable, "-I", "-S", "-c", WRAPPER, stage, str(quota.bytes), str(quota.files), str(sock_fd), "--"]
+def wrapper_argv(stage: str, quota: Quota, sock_fd: int, layers: dict[str, str] | None = None) -> list[str]:
+    """layers: path under the stage (dataroom, work/dataroom) -> the host folder shown there read-only."""
+    pairs = [part for rel, source in (layers or {}).items() for part in (rel, source)]
+    return [sys.executable, "-I", "-S", "-c", WRAPPER, stage, str(quota.bytes), str(quota.files), str(sock_fd), *pairs, "--"]
 
 
 def receive_stage(sock: socket.socket, quota: Quota) -> int:

@@ -221,7 +221,8 @@ def start_box(argv: list[str], work: Path, readonly: list[Path], mode: str, limi
     fds.append(info_w)
     full[1:1] = ["--info-fd", str(info_w)]
     try:
-        proc, ours = sandbox.spawn(full, fds, work, stage, quota, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc, ours = sandbox.spawn(full, fds, work, stage, quota, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   layers={f"work/{name}": src for name, src in sandbox.layers(work, readonly).items()})
     except BaseException:
         os.close(info_r)
         raise

@@ -231,9 +231,12 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     cmd += parents_of(where)
     made.add(where)  # binds inside work/ (a hidden .pi) need no folder made for them
     cmd += ["--bind", work_source or str(work), str(where)]  # work_source: the quota tmpfs (boxwork), else work/ itself
+    layered = set(layers(work, readonly)) if work_source else set()  # the quota wrapper mounts these (boxwork)
     for path in readonly:
         p = Path(path).resolve()
         src = Path(getattr(path, "source", p)).resolve()  # a Mount (corpus.dataroom): the shared copy, bound at p
+        if p.parent == work and p.name in layered:
+            continue
         if src.exists() and (src == p or p.is_dir()):
             cmd += ["--ro-bind", str(src), str(where / p.relative_to(work)) if inside and p.is_relative_to(work) else str(p)]
     for src, dest in (extra_ro or {}).items():
@@ -307,7 +310,7 @@ def _check_argv(argv: list[str]) -> None:
 
 
 def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota, *, stdin, stderr,
-          tracer: list[str] | None = None) -> tuple[subprocess.Popen, socket.socket | None]:
+          tracer: list[str] | None = None, layers: dict[str, str] | None = None) -> tuple[subprocess.Popen, socket.socket | None]:
     """Start the box `wrap` built, under the quota wrapper when there is a quota (then `ours` is the harness's end of
     the wrapper's socket), and all of it under `tracer` when given (tools.opens: outermost, so that it follows the
     wrapper, bwrap and everything in the box); the fds handed to the box are closed here whether or not it started."""
@@ -318,7 +321,7 @@ def spawn(full: list[str], fds: list[int], work: Path, stage: str | None, quota,
     if quota is not None:
         ours, theirs = socket.socketpair()
         fds.append(theirs.fileno())
-        full = boxwork.wrapper_argv(stage, quota, theirs.fileno()) + full
+        full = boxwork.wrapper_argv(stage, quota, theirs.fileno(), layers) + full
     full = [*(tracer or ()), *full]
     try:
         home = "/" if boxed else str(work)
@@ -361,6 +364,18 @@ def run_confined(argv: list[str], work: Path, readonly: list[Path], mode: str, t
         skip = frozenset(_top_readonly(work, readonly))
         return _run(argv, work, readonly, mode, timeout_s, cap_bytes, limits, extra_ro, merge_stderr,
                     boxwork.grown(quota, work, skip), inside, observe_opens)
+
+
+def layers(work: Path, readonly: list[Path]) -> dict[str, str]:
+    """work/'s read-only folders right under it (dataroom/), by name, with the host folder each shows. With a quota,
+    boxwork's wrapper mounts them into the tmpfs (an overlay: the box's mountinfo then names no host path), not bwrap."""
+    out = {}
+    for path in readonly:
+        p = Path(path).resolve()
+        src = Path(getattr(path, "source", p)).resolve()
+        if p.parent == Path(work).resolve() and p.is_dir() and src.is_dir():
+            out[p.name] = str(src)
+    return out
 
 
 def _top_readonly(work: Path, readonly: list[Path]) -> set[str]:
@@ -415,7 +430,8 @@ def _run_box(argv: list[str], work: Path, readonly: list[Path], mode: str, timeo
         full[1:1] = ["--info-fd", str(info_w)]  # bwrap reports the host pid of the box's pid 1 here
     tracer = opens.tracer_argv(os.path.join(log_dir, "opens.log")) if log_dir is not None else None
     proc, ours = spawn(full, fds, work, stage, quota, stdin=subprocess.DEVNULL,
-                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, tracer=tracer)
+                       stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, tracer=tracer,
+                       layers=layers(work, readonly) if quota is not None else None)
     kept, errs = bytearray(), bytearray()
     total = [0, 0]
 

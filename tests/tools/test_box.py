@@ -350,6 +350,53 @@ def test_a_box_with_work_at_a_fixed_path_shows_no_host_path(tmp_path, mb):
     assert (work / "made.txt").read_text() == "x\n"
 
 
+def _shared_copy_box(tmp_path):
+    from searchbox.corpus.dataroom import Mount
+
+    shared = tmp_path / "HOSTMARK-home" / "corpora" / "c0ffee" / "tree"
+    (shared / "sub").mkdir(parents=True)
+    (shared / "sub" / "a.md").write_text("Gannet Rock\n")
+    shared.chmod(0o755)
+    work = tmp_path / "HOSTMARK-run" / "work"
+    (work / "dataroom").mkdir(parents=True)
+    return work, Mount(work / "dataroom", shared), shared
+
+
+MOUNT_SCRIPT = ("cat dataroom/sub/a.md; for p in self 1; do cat /proc/$p/mountinfo /proc/$p/mounts /proc/$p/mountstats; done; "
+                "touch dataroom/x 2>&1 || echo REFUSED; echo y > made.txt")
+
+
+@needs_bwrap
+def test_the_box_names_no_host_path_of_the_shared_copy_in_its_mount_table(tmp_path):
+    """Issue 36: /proc/self/mountinfo in the box named the shared corpus copy's host path ($SEARCHBOX_HOME, the
+    corpus's identity): a bind mount's root is its source's path. With the work/ quota, dataroom/ is an overlay the
+    quota wrapper mounts, its layers named by descriptor: the table names no host path, dataroom/ reads and refuses
+    writes, and work/ still keeps what the call wrote."""
+    work, mount, shared = _shared_copy_box(tmp_path)
+    res = sandbox.run_shell(MOUNT_SCRIPT, work, [mount], "bwrap", 30, 1 << 20,
+                            sandbox.Limits(work_bytes=64 << 20, work_files=500), inside="/work")
+    assert res.output.startswith("Gannet Rock\n") and "REFUSED" in res.output, res.output
+    assert "HOSTMARK" not in res.output and str(tmp_path) not in res.output, res.output
+    assert "overlay searchbox-ro ro," in res.output and "lowerdir=/proc/self/fd/" in res.output, res.output
+    assert (work / "made.txt").read_text() == "y\n" and not (shared / "x").exists()
+    assert list((work / "dataroom").iterdir()) == []  # the mount point on disk stays empty
+
+
+@needs_bwrap
+def test_without_overlayfs_the_shared_copy_is_still_bound_read_only(tmp_path, monkeypatch):
+    """Where overlayfs cannot be mounted, the wrapper binds the shared copy read-only instead (the table then names
+    its source, as docs/box.md says): the box still reads it and cannot write it."""
+    from searchbox.tools import boxwork
+
+    monkeypatch.setattr(boxwork, "WRAPPER", boxwork.WRAPPER.replace('b"overlay"', 'b"no-such-filesystem"'))
+    work, mount, shared = _shared_copy_box(tmp_path)
+    res = sandbox.run_shell(MOUNT_SCRIPT, work, [mount], "bwrap", 30, 1 << 20,
+                            sandbox.Limits(work_bytes=64 << 20, work_files=500), inside="/work")
+    assert res.output.startswith("Gannet Rock\n") and "REFUSED" in res.output, res.output
+    assert "overlay searchbox-ro" not in res.output and "c0ffee" in res.output, res.output
+    assert (work / "made.txt").read_text() == "y\n" and not (shared / "x").exists()
+
+
 def test_absolute_paths_under_the_fixed_path_are_work_s_own(tmp_path):
     from searchbox.config import HarnessConfig
     from searchbox.tools import ToolContext, builtins
