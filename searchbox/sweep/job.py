@@ -258,7 +258,7 @@ class Progress:
 
     def update(self, ok: bool, label: str, key: str) -> None:
         from ..humanize import duration
-        from .plan import Pace, eta_s, first_estimate, record_run, trace_speed
+        from .plan import Load, Pace, eta_s, first_estimate, record_run, trace_speed
 
         self.finished_here += 1
         self.failed += 0 if ok else 1
@@ -266,7 +266,8 @@ class Progress:
             self.done_by_job.setdefault(self.job, set()).add(key)
             self.weight_here += self.weight_of[self.job]
             with contextlib.suppress(OSError, ValueError):  # the stored rate is a nicety: never cost the sweep a run
-                record_run(json.loads((self.runs_root / key / "run_meta.json").read_text()), trace_speed(self.runs_root / key / "trace.jsonl"))
+                record_run(json.loads((self.runs_root / key / "run_meta.json").read_text()), trace_speed(self.runs_root / key / "trace.jsonl"),
+                           Load.now())
         with contextlib.suppress(OSError):
             atomic_write(self.plans / f"{self.job}.pace", json.dumps({"wall_s": self.clock() - self.started, "turns": self.weight_here}))
         paces = []
@@ -712,7 +713,7 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     from ..record.done import is_done
     from ..grading import load_questions
     from ..run.identity import dataroom_identity, run_key, with_limits
-    from .plan import OVERHEAD_TURNS, GridPoint, describe, expected_turns, load_rate, plan_record, run_s
+    from .plan import OVERHEAD_TURNS, GridPoint, describe, expected_load, expected_turns, load_rate, plan_record, run_s
 
     overrides = sweep_grid(config)
     parsed = OverridesParser.create().parse_overrides(overrides)
@@ -731,6 +732,8 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
     points = []
     rates: dict[str, Any] = {}  # "<model>, tools=<tier>": the stored rate that priced its points
     questions_n = measured = 0
+    exported = threads.exported()
+    contention = expected_load(exported).contention  # stored rates are a quiet machine's: priced for the load to come
     for num, (job, sc) in enumerate(zip(jobs, composed)):
         dataroom, qpath = job_inputs(sc)
         questions = load_questions(qpath, sc.questions.limit, sc.questions.ids)
@@ -749,8 +752,9 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         levels = dict(o.split("=", 1) for o in job if "=" in o and o.split("=")[0] in swept)
         label = " ".join(f"{k}={v}" for k, v in levels.items()) or "(one grid point)"
         tier = _tools_label(sc.tools.select)
-        rate = load_rate(sc.model.name, tier)  # this machine's, for the model and tool tier
-        priced_by = f"{sc.model.name}, tools={tier}"
+        rate = load_rate(sc.model.name, tier, sc.harness.kind)  # this machine's, for the model, harness and tool tier
+        rate = rate.priced_at(contention) if rate else None
+        priced_by = f"{sc.model.name}, tools={tier}" + (f", harness={sc.harness.kind}" if sc.harness.kind != "native" else "")
         if rate:
             rates[priced_by] = rate
         turns = expected_turns(sc.budget, sc.budget_unit, sc.force_budget, sc.harness.max_turns, sc.token_metric,
@@ -760,7 +764,6 @@ def announce_plan(config, sweep_dir: Path) -> list[str]:
         measured = max(measured, rate.runs if rate else 0)
     if any(p.seconds is None for p in points):  # one unit for every weight: turns, until every point is priced
         points = [dataclasses.replace(p, seconds=None) for p in points]
-    exported = threads.exported()
     in_flight = exported.in_flight if exported else 1
     in_flight = max(in_flight, server_slots)  # a server started by hand with -np 4 runs 4 at once, whatever the plan assumed
     info = json.loads((sweep_dir / "sweep.json").read_text())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -56,8 +57,46 @@ class GridPoint:
 
 
 @dataclass(frozen=True)
+class Load:
+    """How busy the machine is: runnable threads (the 1-minute load average) over the cores this process may use.
+
+    Why: a rate measured while a test suite shared two cores priced a quiet machine's sweep at 36 min; it took 6.4.
+    Seconds are stored as a machine with a core for every runnable thread would have taken them (divided by
+    `contention`) and priced at the contention expected now. It is a linear model, and llama.cpp's pools wait for
+    every thread at each step, so a loaded machine is slower than it says: the plan prints both loads."""
+
+    average: float
+    cores: int
+
+    @property
+    def contention(self) -> float:
+        """1 while no core has more than one runnable thread, else how many share one (load / cores)."""
+        return max(float(self.cores), self.average) / max(1, self.cores)
+
+    @classmethod
+    def now(cls, cores: Optional[int] = None) -> "Load":
+        from ..model.threads import available_cores
+
+        try:
+            average = os.getloadavg()[0]
+        except OSError:
+            average = 0.0
+        return cls(average, cores or available_cores())
+
+
+def expected_load(thread_plan=None) -> Load:
+    """The load a sweep will run under: the other work its thread plan measured (model.threads: searchbox's own left
+    out) plus its embedded servers' threads, which spin while they decode; with no plan, the machine's load now."""
+    if thread_plan is None:
+        return Load.now()
+    own = (thread_plan.server_threads or 0) * max(1, thread_plan.servers)
+    return Load(float(thread_plan.load) + own, max(1, int(thread_plan.cores)))
+
+
+@dataclass(frozen=True)
 class Rate:
-    """A run's seconds on this machine (s_per_run + s_per_turn x turns), and tokens per turn (for token budgets)."""
+    """A run's seconds on this machine (s_per_run + s_per_turn x turns), and tokens per turn (for token budgets).
+    Stored rates are a quiet machine's (Load); `priced_at` scales them to the contention expected now."""
 
     s_per_turn: float
     runs: int  # runs behind the figure
@@ -66,10 +105,18 @@ class Rate:
     s_per_run: float = 0.0  # what a run costs besides its turns
     prefill_tps: Optional[float] = None  # llama.cpp's prompt tokens per second of prompt time, over the runs' calls
     decode_tps: Optional[float] = None  # its predicted tokens per second of predicted time; None: no server timings seen
+    measured_contention: Optional[float] = None  # the mean Load.contention its runs finished under; None: not recorded
+    priced_contention: float = 1.0  # the contention its seconds are scaled to (priced_at)
 
     @property
     def overhead_turns(self) -> float:
         return self.s_per_run / self.s_per_turn if self.s_per_turn > 0 else OVERHEAD_TURNS
+
+    def priced_at(self, contention: float) -> "Rate":
+        """This rate's seconds on a machine `contention` times oversubscribed (speeds are the server's own: unscaled)."""
+        f = max(1.0, float(contention)) / self.priced_contention
+        return dataclasses.replace(self, s_per_turn=self.s_per_turn * f, s_per_run=self.s_per_run * f,
+                                   priced_contention=max(1.0, float(contention)))
 
 
 def expected_turns(budget: int, unit: str, force_budget: bool, max_turns: int, metric: str = "total",
@@ -90,8 +137,10 @@ def _rates_path():
 ANY_TOOLS = "*"  # the model's rate over every tool tier, for a tier not measured yet
 
 
-def _rate_key(model: str, tools: str) -> str:
-    return f"{socket.gethostname()}|{model}|{tools}"
+def _rate_key(model: str, tools: str, harness: str = "native") -> str:
+    # The harness is in the key: Claude Code's first prompt is three times the native loop's, and a rate pooled over
+    # harnesses priced a native sweep at their mean.
+    return f"{socket.gethostname()}|{model}|{harness}|{tools}"
 
 
 SUMS = ("n", "t", "tt", "s", "ts")  # runs, and sums of turns, turns^2, seconds, turns x seconds: a line fit
@@ -115,19 +164,21 @@ def fit(sums: dict) -> tuple[float, float]:
     return 0.0, sec / t
 
 
-def load_rate(model: str, tools: str = ANY_TOOLS) -> Optional[Rate]:
-    """The rate earlier sweeps measured here for this model (config model.name) and tool tier (the sweep's `tools`
-    axis value), else for the model over every tier, if any."""
+def load_rate(model: str, tools: str = ANY_TOOLS, harness: str = "native") -> Optional[Rate]:
+    """The rate earlier sweeps measured here for this model (config model.name), harness kind and tool tier (the
+    sweep's `tools` axis value), else for the model and harness over every tier, if any: a quiet machine's seconds."""
     with contextlib.suppress(OSError, ValueError, TypeError):
         rates = json.loads(_rates_path().read_text())
-        for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
+        for key in dict.fromkeys([_rate_key(model, tools, harness), _rate_key(model, ANY_TOOLS, harness)]):
             entry = rates.get(key)
             if entry:
                 per_run, per_turn = fit(entry.get("sums") or {})
                 if per_turn > 0:
                     prefill, decode = speeds(entry.get("speed") or {})
+                    load = entry.get("load") or {}
+                    n, total = float(load.get("n") or 0.0), float(load.get("contention") or 0.0)
                     return Rate(per_turn, int(entry.get("runs", 0)), dict(entry.get("tokens_per_turn") or {}), "stored", per_run,
-                                prefill, decode)
+                                prefill, decode, round(total / n, 2) if n > 0 and total >= n else None)
     return None
 
 
@@ -159,9 +210,17 @@ def trace_speed(trace: Path, max_lines: int = 100_000) -> dict:
     return sums
 
 
-def record_run(meta: dict, speed: Optional[dict] = None) -> None:
-    """Fold a finished run (run_meta.json, and its calls' SPEED sums from trace_speed) into this machine's stored rates
-    for its model, for its tool tier and over all tiers; runs without turns add nothing."""
+def harness_of(meta: dict) -> str:
+    """A run record's harness kind (records from before the harness seam are the native loop's)."""
+    harness = ((meta.get("config") or {}).get("harness") or {}) if isinstance(meta.get("config"), dict) else {}
+    kind = harness.get("kind") if isinstance(harness, dict) else None
+    return kind if isinstance(kind, str) and kind else "native"
+
+
+def record_run(meta: dict, speed: Optional[dict] = None, load: Optional[Load] = None) -> None:
+    """Fold a finished run (run_meta.json, its calls' SPEED sums from trace_speed, and the Load it finished under)
+    into this machine's stored rates for its model and harness, for its tool tier and over all tiers; runs without
+    turns add nothing. Its seconds are stored divided by the load's contention (a quiet machine's seconds)."""
     turns, elapsed = int(meta.get("turns") or 0), float(meta.get("elapsed_s") or 0.0)
     model = str(meta.get("model") or "")
     if turns <= 0 or elapsed <= 0 or not model:
@@ -171,19 +230,25 @@ def record_run(meta: dict, speed: Optional[dict] = None) -> None:
     with contextlib.suppress(OSError, ValueError):
         rates = json.loads(path.read_text())
     tools = str((meta.get("axes") or {}).get("tools") or ANY_TOOLS)
-    for key in dict.fromkeys([_rate_key(model, tools), _rate_key(model, ANY_TOOLS)]):
-        rates[key] = _folded(rates.get(key) or {}, turns, elapsed, meta.get("tokens") or {}, speed or {})
+    harness = harness_of(meta)
+    for key in dict.fromkeys([_rate_key(model, tools, harness), _rate_key(model, ANY_TOOLS, harness)]):
+        rates[key] = _folded(rates.get(key) or {}, turns, elapsed, meta.get("tokens") or {}, speed or {}, load)
     atomic_write(path, json.dumps(rates, indent=2, sort_keys=True))
 
 
-def _folded(entry: dict, turns: int, elapsed: float, tokens: dict, speed: dict) -> dict:
+def _folded(entry: dict, turns: int, elapsed: float, tokens: dict, speed: dict, load: Optional[Load] = None) -> dict:
     """A stored rate with one more run in it (older runs fading after MEMORY_RUNS)."""
     sums = {k: float((entry.get("sums") or {}).get(k, 0.0)) for k in SUMS}
     timed = {k: float((entry.get("speed") or {}).get(k, 0.0)) for k in SPEED}
+    loads = {k: float((entry.get("load") or {}).get(k, 0.0)) for k in ("n", "contention")}
     if sums["n"] >= MEMORY_RUNS:  # older runs fade: the sums keep the weight of MEMORY_RUNS - 1 runs
         fade = (MEMORY_RUNS - 1) / sums["n"]
         sums = {k: v * fade for k, v in sums.items()}
         timed = {k: v * fade for k, v in timed.items()}
+        loads = {k: v * fade for k, v in loads.items()}
+    if load is not None:
+        elapsed /= load.contention
+        loads = {"n": loads["n"] + 1.0, "contention": loads["contention"] + load.contention}
     for k in SPEED:
         timed[k] += float(speed.get(k) or 0.0)
     for k, v in zip(SUMS, (1.0, turns, turns * turns, elapsed, turns * elapsed)):
@@ -195,7 +260,8 @@ def _folded(entry: dict, turns: int, elapsed: float, tokens: dict, speed: dict) 
             old = float(per_turn.get(metric, tokens[metric] / turns))
             per_turn[metric] = round((old * seen + float(tokens[metric])) / (seen + turns), 1)
     per_run_s, per_turn_s = fit(sums)
-    return {"sums": {k: round(v, 4) for k, v in sums.items()}, "speed": {k: round(v, 1) for k, v in timed.items()}, "runs": int(entry.get("runs", 0)) + 1, "s_per_turn": round(per_turn_s, 3),
+    return {"sums": {k: round(v, 4) for k, v in sums.items()}, "speed": {k: round(v, 1) for k, v in timed.items()},
+            "load": {k: round(v, 4) for k, v in loads.items()}, "runs": int(entry.get("runs", 0)) + 1, "s_per_turn": round(per_turn_s, 3),
             "s_per_run": round(per_run_s, 3), "tokens_per_turn": per_turn, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
@@ -272,9 +338,13 @@ def reductions(points: list[GridPoint], in_flight: int, questions: int) -> list[
 def rate_line(label: str, rate: Rate) -> str:
     """One model and tier's rate as the plan prices with it: seconds a turn and a run, and the server's own speeds."""
     speed = [f"{name} {tps:,.0f} tok/s" for name, tps in (("prefill", rate.prefill_tps), ("decode", rate.decode_tps)) if tps]
+    load = "" if rate.source != "stored" else (
+        f", measured {rate.measured_contention:.1f}x oversubscribed" if rate.measured_contention and rate.measured_contention > 1.0
+        else ", measured with a core for every thread" if rate.measured_contention else ", load not recorded")
+    now = f", priced {rate.priced_contention:.1f}x oversubscribed as now" if rate.priced_contention > 1.0 else ""
     return (f"{label}: {rate.s_per_turn:.1f} s a turn + {rate.s_per_run:.1f} s a run"
             + (f", {', '.join(speed)}" if speed else ", no server timings (prefill and decode speeds unknown)")
-            + f" ({rate.runs} run(s), {rate.source})")
+            + f" ({rate.runs} run(s), {rate.source}{load}{now})")
 
 
 def cost_lines(points: list[GridPoint], in_flight: int, top: int = 3) -> list[str]:

@@ -198,7 +198,7 @@ def test_the_plan_prices_with_the_servers_own_prefill_and_decode_speeds(tmp_path
     assert rate.prefill_tps == 1000.0 and rate.decode_tps == 50.0
     points = [GridPoint(0, "budget=5", 2, 0, 5.0, rate.overhead_turns, run_s(5, rate), {"budget": "5"}, "m, tools=high")]
     text = "\n".join(describe(points, {"budget": ["5"]}, 2, 1, rates={"m, tools=high": rate}))
-    assert re.search(r"rates +m, tools=high: 6.0 s a turn \+ 0.0 s a run, prefill 1,000 tok/s, decode 50 tok/s \(3 run\(s\), stored\)", text), text
+    assert re.search(r"rates +m, tools=high: 6.0 s a turn \+ 0.0 s a run, prefill 1,000 tok/s, decode 50 tok/s \(3 run\(s\), stored, load not recorded\)", text), text
     record_run({"model": "n", "turns": 5, "elapsed_s": 30.0})  # no timings (an OpenAI endpoint, a control): no speeds claimed
     assert load_rate("n").prefill_tps is None and load_rate("n").decode_tps is None
 
@@ -251,3 +251,37 @@ def test_over_an_hour_the_plan_offers_reductions_that_keep_the_design():
                                       [sweep_plan.Pace(wall_s=60.0, turns=10.0)], 1, 430)
     assert any("reductions that keep the design" in line and "dropping budget=30" in line for line in lines), lines
     assert any(line.startswith("plan: costliest runs: ") for line in lines)
+
+
+def test_a_rate_measured_on_a_busy_machine_is_stored_as_a_quiet_ones_and_priced_for_the_load_to_come():
+    """Issue 35.3: rates stored while a test suite shared two cores (load 4-5) priced the main command at 36 min on
+    a quiet machine, where it took 6.4. Seconds are stored divided by the contention they ran under, and priced at the
+    contention the sweep will run under (the other work its thread plan measured, plus its own server threads)."""
+    from searchbox.model.threads import ThreadPlan
+    from searchbox.sweep.plan import Load, expected_load
+
+    assert Load(1.5, 2).contention == 1.0 and Load(5.0, 2).contention == 2.5 and Load(0.0, 1).contention == 1.0
+    for _ in range(3):  # 60 s runs of 10 turns at load 5 on 2 cores: 24 s on a quiet machine
+        record_run({"model": "m", "turns": 10, "elapsed_s": 60.0, "axes": {"tools": "high"}}, None, Load(5.0, 2))
+    rate = load_rate("m", "high")
+    assert rate.s_per_turn == pytest.approx(2.4) and rate.measured_contention == 2.5
+    quiet = expected_load(ThreadPlan(2, 1, 1, 2, 1, 1, "", load=0.0))  # nothing else running, -t 2 on 2 cores
+    assert quiet.contention == 1.0 and rate.priced_at(quiet.contention).s_per_turn == pytest.approx(2.4)
+    busy = expected_load(ThreadPlan(2, 1, 1, 1, 1, 1, "", load=3.0))  # a suite's 3 cores of work, -t 1
+    priced = rate.priced_at(busy.contention)
+    assert busy.contention == 2.0 and priced.s_per_turn == pytest.approx(4.8) and priced.priced_at(1.0).s_per_turn == pytest.approx(2.4)
+    line = sweep_plan.rate_line("m, tools=high", priced)
+    assert "measured 2.5x oversubscribed" in line and "priced 2.0x oversubscribed as now" in line, line
+    assert expected_load(ThreadPlan(4, 1, 1, None, 1, 1, "", load=1.0)).contention == 1.0  # an external server: not ours
+
+
+def test_each_harness_has_its_own_rate():
+    """A rate pooled over harnesses priced a native sweep at the mean of Claude Code's 1,468-token first prompts and
+    the native loop's 500: the harness kind is in the key, and a record without one is the native loop's."""
+    for _ in range(2):
+        record_run({"model": "m", "turns": 5, "elapsed_s": 50.0, "axes": {"tools": "high"}, "config": {"harness": {"kind": "claude-code"}}})
+        record_run({"model": "m", "turns": 5, "elapsed_s": 10.0, "axes": {"tools": "high"}, "config": {"harness": {"kind": "native"}}})
+    record_run({"model": "m", "turns": 5, "elapsed_s": 10.0, "axes": {"tools": "low"}})
+    assert load_rate("m", "high").s_per_turn == 2.0 and load_rate("m", "high", "claude-code").s_per_turn == 10.0
+    assert load_rate("m", "low").runs == 1 and load_rate("m", "low", "claude-code").s_per_turn == 10.0  # its own, over tiers
+    assert load_rate("m", "high", "codex") is None
