@@ -128,6 +128,43 @@ def measure(docs: int, runs: int, distractors: Path, scratch: Path) -> list[dict
     return cases
 
 
+SWEEP_METRICS = ("sweep_runs", "sweep_bytes", "sweep_wall_s", "sweep_store_bytes")
+
+
+def measure_sweep(docs: int, runs: int, distractors: Path, scratch: Path) -> list[dict]:
+    """A real sweep (`python -m searchbox.sweep`, Hydra multirun, tables and all) of `runs` control-keyword runs over a
+    generated corpus of `docs` documents, one question each: the sweep folder's bytes on disk, and the store's apart."""
+    home, root = scratch / f"sweep-home-{docs}", scratch / f"sweep-{docs}"
+    zpath = scratch / f"sweep-c{docs}.zip"
+    make_corpus(zpath, docs, distractors)
+    qpath = scratch / f"sweep-q{docs}.jsonl"
+    step = max(1, docs // runs)
+    qpath.write_text("".join(json.dumps({"id": f"s{n:03d}", "question": f"What is the serial code of Document {n * step:06d}?",
+                                         "answer": f"SB{n * step:06d}", "aliases": [], "type": "factoid",
+                                         "gold_files": [f"part{n * step // 1000:04d}/doc{n * step:06d}.md"]}) + "\n"
+                             for n in range(runs)))
+    cmd = [sys.executable, "-m", "searchbox.sweep", "-m", "model=control-keyword", "tools=none", "budget=4",
+           f"dataroom.path={zpath}", f"questions.path={qpath}", f"sweep.root={root}", "harness.today=2026-01-01",
+           "harness.bash_timeout_s=300"]
+    t = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "SEARCHBOX_HOME": str(home)}, capture_output=True, text=True)
+    wall = time.monotonic() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"scale: the sweep failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
+    metas = [json.loads(m.read_text()) for m in root.glob("*/runs/*/run_meta.json")]
+    stops = sorted({m.get("stop_reason") for m in metas})
+    cases = [{"docs": docs, "metric": "sweep_runs", "value": len(metas), "stops": stops,
+              "command": "python -m searchbox.sweep -m model=control-keyword tools=none budget=4 dataroom.path=ZIP questions.path=Q"},
+             {"docs": docs, "metric": "sweep_bytes", "value": tree_bytes(root),
+              "note": "the sweep folder on disk: run folders, runs/turns parquet, logs; no corpus copy"},
+             {"docs": docs, "metric": "sweep_wall_s", "value": round(wall, 1), "note": "the first run extracts the corpus once"},
+             {"docs": docs, "metric": "sweep_store_bytes", "value": tree_bytes(home / "corpora"),
+              "note": "the one shared copy under $SEARCHBOX_HOME/corpora"}]
+    for c in cases:
+        print(json.dumps(c), flush=True)
+    return cases
+
+
 INDEX_METRICS = ("index_corpus_bytes", "index_build_s", "index_chunks_per_s", "index_peak_rss_mb", "index_progress_lines",
                  "search_first_ms", "search_p50_ms", "search_p95_ms", "ann_recall_at_10", "ann_recall_at_10_by_score", "minilm_chunks_per_s",
                  "index_resume_kept_segments", "index_resume_s", "index_killed_after_s")
@@ -352,6 +389,8 @@ def main() -> int:
     ap.add_argument("--reuse-index", action="store_true", help="search the index in --scratch an earlier run built (its build cases kept)")
     ap.add_argument("--minilm-sample", type=int, default=2000, help="chunks MiniLM embeds for its throughput")
     ap.add_argument("--scratch", default=None, help="keep the generated data here (default: a temporary folder)")
+    ap.add_argument("--sweep", type=int, default=0, metavar="RUNS",
+                    help="only a real sweep of RUNS control runs over the largest --sizes corpus (other cases kept)")
     args = ap.parse_args()
     real_home = os.environ.get("SEARCHBOX_HOME") or str(Path.home() / ".cache" / "searchbox")
     distractors = Path(real_home) / "distractors" / "wikipedia-vital-en.zip"
@@ -364,6 +403,14 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         tmp = args.scratch or stack.enter_context(tempfile.TemporaryDirectory(prefix="sb-scale-"))
         Path(tmp).mkdir(parents=True, exist_ok=True)
+        if args.sweep:
+            load = json.loads(committed.read_text())["load"] if committed.exists() else ""
+            load += (f"; sweep part ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): {args.load}; uptime before: "
+                     f"{uptime()}")
+            swept = measure_sweep(max(args.sizes), args.sweep, distractors, Path(tmp))
+            write([c for c in kept if c["metric"] not in SWEEP_METRICS] + swept, load + f"; after: {uptime()}")
+            subprocess.run(["chmod", "-R", "u+w", tmp], check=False)
+            return 0
         if args.skip_corpora:
             cases = [c for c in kept if c["metric"] not in INDEX_METRICS]
         else:
@@ -388,7 +435,7 @@ def main() -> int:
             cases += index_cases
             write(cases, load)
         elif not args.skip_corpora:  # keep the committed index cases
-            write(cases + [c for c in kept if c["metric"] in INDEX_METRICS], args.load)
+            write(cases + [c for c in kept if c["metric"] in INDEX_METRICS + SWEEP_METRICS], args.load)
         subprocess.run(["chmod", "-R", "u+w", tmp], check=False)
     return 0
 
