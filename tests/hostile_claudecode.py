@@ -132,7 +132,8 @@ def _run_probe() -> Probe:
             return super()._respond(body)
 
     try:
-        with fake_secrets(mark), _this_runs_channel(sockets), Server(script) as srv:
+        # 16K: Claude Code's prompt and the probe's fifteen replies (process lists, the mount table) fill 8K to the token
+        with fake_secrets(mark), _this_runs_channel(sockets), Server(script, n_ctx=16384) as srv:
             p.meta = execute(cfg, "How tall is Gannet Rock?", None, p.run_dir, srv.url)
             p.requests = list(srv.requests)
         try:

@@ -108,7 +108,7 @@ def _commands(p: Probe, port: int) -> list[tuple[str, str, dict]]:
         ("forge", "bash", {"command": _forge(p)}),
         ("paths", "bash", {"command": "pwd; echo HOME=$HOME; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; "
                                       "tr '\\0' '\\n' < $p/environ 2>/dev/null; readlink $p/cwd $p/root $p/exe 2>/dev/null; done; "
-                                      "awk '$4 != $5' /proc/self/mountinfo; echo PATHS-END"}),
+                                      "awk '$5~/dataroom/{print $4,$9,$10}' /proc/self/mountinfo; echo PATHS-END"}),
         ("flood", "bash", {"command": "head -c 500000000 /dev/zero | tr '\\0' a; echo; echo FLOOD-DONE"}),
         ("fill", "bash", {"command": f"for i in 1 2 3 4; do head -c {QUOTA_MB // 3}M /dev/zero > big$i.bin || echo WRITE-FAILED; done"}),
         ("deep", "bash", {"command": "rm -f big*.bin; p=.; for i in $(seq 140); do p=$p/d; done; mkdir -p $p && echo deep > $p/x && echo made"}),
