@@ -338,9 +338,14 @@ def reductions(points: list[GridPoint], in_flight: int, questions: int) -> list[
 def rate_line(label: str, rate: Rate) -> str:
     """One model and tier's rate as the plan prices with it: seconds a turn and a run, and the server's own speeds."""
     speed = [f"{name} {tps:,.0f} tok/s" for name, tps in (("prefill", rate.prefill_tps), ("decode", rate.decode_tps)) if tps]
-    load = "" if rate.source != "stored" else (
-        f", measured {rate.measured_contention:.1f}x oversubscribed" if rate.measured_contention and rate.measured_contention > 1.0
-        else ", measured with a core for every thread" if rate.measured_contention else ", load not recorded")
+    load = ""
+    if rate.source == "stored":
+        if not rate.measured_contention:
+            load = ", load not recorded"
+        elif rate.measured_contention > 1.0:
+            load = f", measured {rate.measured_contention:.1f}x oversubscribed"
+        else:
+            load = ", measured with a core for every thread"
     now = f", priced {rate.priced_contention:.1f}x oversubscribed as now" if rate.priced_contention > 1.0 else ""
     return (f"{label}: {rate.s_per_turn:.1f} s a turn + {rate.s_per_run:.1f} s a run"
             + (f", {', '.join(speed)}" if speed else ", no server timings (prefill and decode speeds unknown)")

@@ -215,14 +215,15 @@ def start_box(argv: list[str], work: Path, readonly: list[Path], mode: str, limi
     if hidden:
         empty = f"{stage}/.empty" if stage else str(_empty_dir(private_disk or work.parent))
         binds += [(empty, f"{inside}/{name}", False) for name in hidden]
+    layered = sandbox.layers(work, readonly) if quota is not None else {}  # one answer for bwrap and the wrapper
     full, fds = sandbox.wrap(argv, work, readonly, mode, limits, cpu_s, work_source=work_source, inside=inside,
-                             binds=tuple(binds), env=env)
+                             binds=tuple(binds), env=env, layered=frozenset(layered))
     info_r, info_w = os.pipe()
     fds.append(info_w)
     full[1:1] = ["--info-fd", str(info_w)]
     try:
         proc, ours = sandbox.spawn(full, fds, work, stage, quota, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   layers={f"work/{name}": src for name, src in sandbox.layers(work, readonly).items()})
+                                   layers={f"work/{name}": src for name, src in layered.items()})
     except BaseException:
         os.close(info_r)
         raise

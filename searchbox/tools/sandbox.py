@@ -166,7 +166,8 @@ def _package_dir() -> Path:
 
 def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: Limits = Limits(), cpu_s: float = 60.0,
          extra_ro: dict[str, str] | None = None, work_source: str | None = None, *, inside: str | None = None,
-         binds: tuple[tuple[str, str, bool], ...] = (), env: dict[str, str] | None = None) -> tuple[list[str], list[int]]:
+         binds: tuple[tuple[str, str, bool], ...] = (), env: dict[str, str] | None = None,
+         layered: frozenset[str] = frozenset()) -> tuple[list[str], list[int]]:
     """The argv that runs `argv` in the box, and the fds it needs passed (the generated /etc files).
 
     Inside: the system's /usr and /lib*, a generated /etc, the run's work/ read-write at its own path
@@ -179,7 +180,8 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     A long-lived box (start_box), and a call for a harness whose agent sees work/ at a fixed path (Pi's /work), give
     `inside`: the path work/ has in the box (its own path when None); a long box also gives
     `binds`: (host source, box path, writable) folders or files beside it, and `env`: fixed values added to the
-    environment's allowlist.
+    environment's allowlist. `layered`: the read-only folders right under work/ that the quota wrapper mounts
+    itself (`layers`, handed to `spawn` too): bwrap does not bind them.
     """
     if mode == "none":
         return _limit_argv(limits, cpu_s) + argv if shutil.which("prlimit") else argv, []
@@ -231,7 +233,6 @@ def wrap(argv: list[str], work: Path, readonly: list[Path], mode: str, limits: L
     cmd += parents_of(where)
     made.add(where)  # binds inside work/ (a hidden .pi) need no folder made for them
     cmd += ["--bind", work_source or str(work), str(where)]  # work_source: the quota tmpfs (boxwork), else work/ itself
-    layered = set(layers(work, readonly)) if work_source else set()  # the quota wrapper mounts these (boxwork)
     for path in readonly:
         p = Path(path).resolve()
         src = Path(getattr(path, "source", p)).resolve()  # a Mount (corpus.dataroom): the shared copy, bound at p
@@ -422,7 +423,9 @@ def _run_box(argv: list[str], work: Path, readonly: list[Path], mode: str, timeo
         stage = boxwork.stage_dir(sources)
     elif mode != "none":
         grant(work, readonly)
-    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro, work_source=stage, inside=inside)
+    layered = layers(work, readonly) if quota is not None else {}  # one answer for bwrap's binds and the wrapper's mounts
+    full, fds = wrap(argv, work, readonly, mode, limits, timeout_s + 1, extra_ro, work_source=stage, inside=inside,
+                     layered=frozenset(layered))
     info_r = info_w = -1
     if mode != "none":
         info_r, info_w = os.pipe()
@@ -431,7 +434,7 @@ def _run_box(argv: list[str], work: Path, readonly: list[Path], mode: str, timeo
     tracer = opens.tracer_argv(os.path.join(log_dir, "opens.log")) if log_dir is not None else None
     proc, ours = spawn(full, fds, work, stage, quota, stdin=subprocess.DEVNULL,
                        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, tracer=tracer,
-                       layers=layers(work, readonly) if quota is not None else None)
+                       layers=layered)
     kept, errs = bytearray(), bytearray()
     total = [0, 0]
 
