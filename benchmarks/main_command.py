@@ -2,12 +2,14 @@
 
     python benchmarks/main_command.py [--limits 1 3] [--variants current old_threads unbounded_schema before]
                                       [--tools high,low,none] [--budgets 1,10,30] [--out results/benchmarks]
+                                      [--name main_command]
 
 Each case is the real command (embedded llama-server with SmolLM2, the packaged corpus and questions) with
 `questions.limit=N`, launched into a fresh sweep folder, under one variant of the code:
 
     current           the code as committed
     old_threads       the old thread plan: one core always kept free on a whole machine (SEARCHBOX_OTHER_LOAD=1)
+    loops_unstopped   the calls and the answer bounded, no looping reply stopped (schema version 3: SEARCHBOX_JSON_BOUNDS=answer)
     unbounded_answer  the calls' bounds without the final answer's (schema version 2: SEARCHBOX_JSON_BOUNDS=calls)
     unbounded_schema  the JSON protocol's grammar without string or array bounds (SEARCHBOX_JSON_BOUNDS=off)
     before            both: the main command as it was before issue 24
@@ -43,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 VARIANTS = {
     "current": {},
     "old_threads": {"SEARCHBOX_OTHER_LOAD": "1"},
+    "loops_unstopped": {"SEARCHBOX_JSON_BOUNDS": "answer"},
     "unbounded_answer": {"SEARCHBOX_JSON_BOUNDS": "calls"},
     "unbounded_schema": {"SEARCHBOX_JSON_BOUNDS": "off"},
     "before": {"SEARCHBOX_OTHER_LOAD": "1", "SEARCHBOX_JSON_BOUNDS": "off"},
@@ -61,7 +64,8 @@ def run_split(run_dir: Path) -> dict:
     """One run's time split and call outcomes, from its trace (llama.cpp timings per call) and run_meta."""
     meta = json.loads((run_dir / "run_meta.json").read_text())
     prefill = decode = 0.0
-    length_cut = calls = answer_cut = 0
+    length_cut = calls = answer_cut = loop_cut = 0
+    cut_chars: list[int] = []
     system = ""
     for line in (run_dir / "trace.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -69,7 +73,8 @@ def run_split(run_dir: Path) -> dict:
         if msg.get("role") == "system" and not system:
             system = msg.get("content") or ""
         if msg.get("role") == "assistant" and msg.get("truncated"):
-            answer_cut += 1  # an answer the grammar closed at its bound (schema version 3), or cut at max_tokens
+            answer_cut += 1  # an answer the grammar closed at its bound (schema version 3), cut at max_tokens, or stopped looping
+            cut_chars.append(len(msg.get("content") or ""))
         usage = row.get("usage")
         if not usage:
             continue
@@ -78,14 +83,28 @@ def run_split(run_dir: Path) -> dict:
         prefill += float(timings.get("prompt_ms") or 0) / 1000
         decode += float(timings.get("predicted_ms") or 0) / 1000
         length_cut += usage.get("finish_reason") == "length"
+        loop_cut += usage.get("finish_reason") == "loop"  # a reply stopped at its third repeat (schema version 4)
     llm, tools, elapsed = float(meta.get("llm_s") or 0), float(meta.get("tool_s") or 0), float(meta.get("elapsed_s") or 0)
     return {"run_id": meta.get("run_id"), "question_id": meta.get("question_id"), "tools": (meta.get("axes") or {}).get("tools"),
             "budget": meta.get("budget"), "turns": meta.get("turns"), "stop_reason": meta.get("stop_reason"), "elapsed_s": round(elapsed, 2),
             "prefill_s": round(prefill, 2), "decode_s": round(decode, 2), "llm_other_s": round(max(0.0, llm - prefill - decode), 2),
             "tools_s": round(tools, 2), "harness_s": round(max(0.0, elapsed - llm - tools), 2), "llm_calls": calls,
             "completion_tokens": (meta.get("tokens") or {}).get("completion", 0), "prompt_tokens": (meta.get("tokens") or {}).get("prompt", 0),
-            "malformed": meta.get("malformed_replies", 0), "length_cut": length_cut, "answer_cut": answer_cut, "tool_calls": meta.get("tool_calls", 0),
+            "malformed": meta.get("malformed_replies", 0), "length_cut": length_cut, "answer_cut": answer_cut, "loop_cut": loop_cut,
+            "shortest_cut_answer": min(cut_chars) if cut_chars else None, "tool_calls": meta.get("tool_calls", 0),
             "system_sha": hashlib.sha256(system.encode()).hexdigest()[:12]}
+
+
+def longest_gold() -> int:
+    """The longest gold answer (or alias) of the packaged and tiny question sets, in characters: what a cut answer must
+    still have room for."""
+    longest = 0
+    for name in ("questions.jsonl", "jina-questions.jsonl"):
+        for line in (ROOT / "searchbox" / "builtin" / name).read_text().splitlines():
+            if line.strip():
+                q = json.loads(line)
+                longest = max([longest, len(q["answer"]), *(len(a) for a in q.get("aliases") or [])])
+    return longest
 
 
 def command(name: str, limit: int, tools: str, budgets: str, root: Path, extra: tuple[str, ...] = ()) -> list[str]:
@@ -126,7 +145,9 @@ def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout
         "completion_tokens": total("completion_tokens"), "prompt_tokens": total("prompt_tokens"),
         "completion_tokens_per_turn": round(total("completion_tokens") / turns, 1) if turns else None,
         "malformed": total("malformed"), "malformed_rate": round(total("malformed") / calls, 3) if calls else None,
-        "length_cut": total("length_cut"), "answer_cut": total("answer_cut"), "tool_calls": total("tool_calls"),
+        "length_cut": total("length_cut"), "answer_cut": total("answer_cut"), "loop_cut": total("loop_cut"),
+        "shortest_cut_answer": min((r["shortest_cut_answer"] for r in runs if r["shortest_cut_answer"] is not None), default=None),
+        "tool_calls": total("tool_calls"),
         "run_time_s": round(elapsed, 2), "split_s": split, "outside_runs_s": round(wall - elapsed, 2),
         "harness_share": round(split["harness_s"] / elapsed, 4) if elapsed else None,
         "by_budget": {str(b): {"runs": len(rs), "mean_elapsed_s": round(sum(r["elapsed_s"] for r in rs) / len(rs), 1)}
@@ -148,14 +169,14 @@ def write_md(result: dict, path: Path) -> None:
              f"budget={result['budgets']} questions.limit=N` on the embedded default (SmolLM2-135M on llama-server, the packaged "
              "corpus and questions), each case in a fresh sweep folder. Times in seconds; split = the runs' own time.", "",
              "| N | variant | wall | runs | turns | calls | completion tok | tok/turn | malformed (rate) | cut at max_tokens | answers cut | "
-             "prefill | decode | LLM other | tools | harness | outside runs | harness share | threads (load measured) | ETA max jump |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "loops stopped | shortest cut answer (chars) | prefill | decode | LLM other | tools | harness | outside runs | harness share | threads (load measured) | ETA max jump |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in result["cases"]:
         s = c["split_s"]
         plan = "; ".join(re.sub(r"^.*?llama-server", "llama-server", p).split(", torch")[0] for p in c["thread_plan"]) or "-"
         lines.append(f"| {c['questions_limit']} | {c['variant']} | {c['wall_s']} | {c['runs']} | {c['turns']} | {c['llm_calls']} | "
                      f"{c['completion_tokens']} | {c['completion_tokens_per_turn']} | {c['malformed']} ({c['malformed_rate']}) | "
-                     f"{c['length_cut']} | {c.get('answer_cut', 0)} | {s['prefill_s']} | {s['decode_s']} | {s['llm_other_s']} | {s['tools_s']} | {s['harness_s']} | "
+                     f"{c['length_cut']} | {c.get('answer_cut', 0)} | {c.get('loop_cut', 0)} | {c.get('shortest_cut_answer')} | {s['prefill_s']} | {s['decode_s']} | {s['llm_other_s']} | {s['tools_s']} | {s['harness_s']} | "
                      f"{c['outside_runs_s']} | {c['harness_share']} | {plan} ({c['plan_load']}) | {c['eta_max_jump']} |")
     lines += ["", "Mean seconds per run, by budget and by tool tier:", ""]
     for c in result["cases"]:
@@ -164,7 +185,9 @@ def write_md(result: dict, path: Path) -> None:
                      ", ".join(f"{t}: {v['mean_elapsed_s']}" for t, v in c["by_tools"].items()))
     prompts = {p for c in result["cases"] for p in c["system_prompts"]}
     lines += ["", f"System prompts sent, over every case: {len(prompts)} distinct ({', '.join(sorted(prompts))}); the variants "
-              "differ only in the grammar and the threads.", "", "The plan the first case printed:", "", "```"]
+              "differ only in the grammar, the threads and whether a looping reply is stopped.", "",
+              f"Answers cut (by the bound, max_tokens or a loop's stop) are never shorter than the shortest figure in the table; "
+              f"the longest gold of the packaged and tiny question sets is {longest_gold()} characters.", "", "The plan the first case printed:", "", "```"]
     lines += result["cases"][0]["plan"] if result["cases"] else []
     lines += ["```", "", f"Targets on a quiet 2-core machine: N=1 under {TARGETS['wall_s_limit1'] // 60} minutes (8 under issue 24, 25 before), harness under 5% of run time.",
               "", result["verdict"], ""]
@@ -179,6 +202,7 @@ def main() -> int:
     parser.add_argument("--budgets", default="1,10,30")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one case may take")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks")
+    parser.add_argument("--name", default="main_command", help="the result files' stem: NAME.json and NAME.md")
     args = parser.parse_args()
     from searchbox.model.llama import find_model, find_server
     from searchbox.model.threads import available_cores
@@ -208,9 +232,9 @@ def main() -> int:
                           "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()]},
               "verdict": "; ".join(checks) + "." if checks else "", "cases": cases}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "main_command.json").write_text(json.dumps(result, indent=2))
-    write_md(result, args.out / "main_command.md")
-    print((args.out / "main_command.md").read_text())
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2))
+    write_md(result, args.out / f"{args.name}.md")
+    print((args.out / f"{args.name}.md").read_text())
     return 0
 
 

@@ -175,7 +175,7 @@ class Accountant:
         if self.h.turn_ceiling_s and turn is not None and turn.elapsed() > self.h.turn_ceiling_s:
             raise EndTurn("turn_ceiling")
 
-    def chat(self, client: Any, payload: dict) -> Response:
+    def chat(self, client: Any, payload: dict, watch: Any = None) -> Response:
         """One model call under the run's and the turn's deadlines: a missed turn deadline ends the turn, the run's the run.
 
         Every request that failed on the way (timed out, refused, dropped, retried or not) is billed to model time and
@@ -184,6 +184,8 @@ class Accountant:
         never as a budget or ceiling the model spent."""
         deadline, binding = self.deadline()
         try:
+            if watch is not None:  # the JSON protocol's loop watcher (ChatClient.chat streams the reply through it)
+                return client.chat(payload, deadline=deadline, watch=watch)
             return client.chat(payload, deadline=deadline)
         except DeadlineExceeded as exc:
             if not self.answered():

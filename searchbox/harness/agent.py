@@ -272,7 +272,7 @@ class Agent:
             payload = self.protocol.request(self.s.messages, tools)
             payload["max_tokens"] = self.max_tokens
             try:
-                resp = self.acct.chat(self.client, payload)
+                resp = self.acct.chat(self.client, payload, watch=getattr(self.protocol, "watch", None))
                 break
             except ModelError as exc:
                 if attempt == 2 or not OVERFLOW_RX.search(str(exc)):

@@ -391,8 +391,9 @@ class ControlClient:
         self.deadline: Optional[float] = None  # set by run.execute like on ChatClient; nothing here waits
 
     # ---- the ChatClient surface -----------------------------------------------------------
-    def chat(self, payload: dict, timeout_s: float | None = None, deadline: float | None = None) -> Response:
-        """The next step; a policy computes in microseconds, so timeouts and deadlines never bind."""
+    def chat(self, payload: dict, timeout_s: float | None = None, deadline: float | None = None, watch: Any = None) -> Response:
+        """The next step; a policy computes in microseconds, so timeouts and deadlines never bind, and its reply never
+        loops (`watch`, the JSON protocol's loop watcher, has nothing to stop)."""
         start = time.monotonic()
         json_mode = "tools" not in payload and "response_format" in payload
         if self._pending is not None:

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import httpx
 
@@ -129,6 +129,69 @@ def estimate_tokens(chars: int, tokens_per_char: float) -> int:
     return int(math.ceil(chars * tokens_per_char))
 
 
+def oversize_note(resp: httpx.Response, cap: int) -> str:
+    declared = resp.headers.get("content-length")
+    return f"a reply of {declared + ' bytes' if declared else 'more bytes'}, over the {cap}-byte limit (model.max_response_bytes)"
+
+
+async def read_events(resp: httpx.Response, cap: int, watcher: Any) -> tuple[int, str, Optional[str]]:
+    """A streamed chat completion (server-sent events) as (status, the body of the same reply unstreamed, oversize).
+
+    The deltas' text is joined, and the last event's `usage` and llama.cpp `timings` are kept; the watcher sees the
+    text as it grows, and once it says stop, no more is read (the caller's closing the connection ends the server's
+    generation) and the reply's finish_reason is `loop`. An event that is not JSON, or a stream with no choices, comes
+    back as its own text for _parse to refuse; an `error` event as HTTP 500 with that error."""
+    text, reasoning, finish, usage, timings = [], [], None, None, None
+    size, pending, seen = 0, b"", False
+
+    def reply(reason: Optional[str]) -> tuple[int, str, Optional[str]]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+        if reasoning:
+            message["reasoning_content"] = "".join(reasoning)
+        out: dict[str, Any] = {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": reason}]}
+        out.update({k: v for k, v in (("usage", usage), ("timings", timings)) if v is not None})
+        return 200, json.dumps(out, ensure_ascii=False), None
+
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            return 200, "", oversize_note(resp, cap)
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for raw in lines:
+            line = raw.strip()
+            if not line.startswith(b"data:"):
+                continue  # blank separators, `:` comments (keep-alives), event names
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return reply(finish) if seen else (200, "", None)
+            try:
+                event = bounds.loads(data.decode("utf-8", "replace"))
+            except ValueError:
+                return 200, data.decode("utf-8", "replace"), None
+            if not isinstance(event, dict):
+                return 200, data.decode("utf-8", "replace"), None
+            if "error" in event:
+                return 500, json.dumps({"error": event["error"]}, default=str), None
+            usage = event["usage"] if isinstance(event.get("usage"), dict) else usage
+            timings = event["timings"] if isinstance(event.get("timings"), dict) else timings
+            choices = event.get("choices")
+            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                continue
+            seen = True
+            choice = choices[0]
+            finish = choice["finish_reason"] if isinstance(choice.get("finish_reason"), str) else finish
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            if isinstance(delta.get("reasoning_content"), str):
+                reasoning.append(delta["reasoning_content"])
+            piece = delta.get("content")
+            if isinstance(piece, str) and piece:
+                text.append(piece)
+                if watcher.feed(piece):
+                    return reply("loop")
+    return reply(finish) if seen else (200, pending.decode("utf-8", "replace"), None)
+
+
 class ChatClient:
     """Talks to one OpenAI-compatible server; every failure past the retries is a ModelError.
 
@@ -153,7 +216,8 @@ class ChatClient:
         """Nothing is held between calls (each request has its own connection)."""
 
     # ---- one bounded request --------------------------------------------------------------
-    async def _send(self, method: str, url: str, body: Optional[dict], budget: float) -> tuple[int, str, Optional[str]]:
+    async def _send(self, method: str, url: str, body: Optional[dict], budget: float,
+                    watch: Optional[Callable[[], Any]] = None) -> tuple[int, str, Optional[str]]:
         timeout = httpx.Timeout(budget, connect=min(10.0, budget))
         # Plain http needs no certificates: httpx would load the CA bundle for every client (~0.1 s of CPU per request).
         kwargs: dict[str, Any] = {"timeout": timeout, "headers": self.headers, "transport": self._transport,
@@ -166,19 +230,21 @@ class ChatClient:
         cap = self.cfg.max_response_bytes
         async with httpx.AsyncClient(**kwargs) as http:
             async with http.stream(method, url, content=content, headers=headers) as resp:
+                if watch is not None and resp.status_code == 200 and resp.headers.get("content-type", "").startswith("text/event-stream"):
+                    return await read_events(resp, cap, watch())
                 chunks, size = [], 0
                 async for chunk in resp.aiter_bytes():
                     size += len(chunk)
                     if size > cap:  # read no further: a reply this large is the model's doing, not ours to hold
-                        declared = resp.headers.get("content-length")
-                        return resp.status_code, "", (f"a reply of {declared + ' bytes' if declared else 'more bytes'}, over the "
-                                                      f"{cap}-byte limit (model.max_response_bytes)")
+                        return resp.status_code, "", oversize_note(resp, cap)
                     chunks.append(chunk)
                 return resp.status_code, b"".join(chunks).decode("utf-8", "replace"), None
 
-    def _request(self, method: str, path: str, body: Optional[dict], budget: float) -> tuple[int, str, Optional[str]]:
-        """(status, text, why the body was not read) within `budget` seconds or asyncio.TimeoutError / httpx errors."""
-        coro = asyncio.wait_for(self._send(method, f"{self.root}{path}", body, budget), timeout=budget)
+    def _request(self, method: str, path: str, body: Optional[dict], budget: float,
+                 watch: Optional[Callable[[], Any]] = None) -> tuple[int, str, Optional[str]]:
+        """(status, text, why the body was not read) within `budget` seconds or asyncio.TimeoutError / httpx errors.
+        With `watch`, a streamed reply is read as it comes and handed back as one chat completion (read_events)."""
+        coro = asyncio.wait_for(self._send(method, f"{self.root}{path}", body, budget, watch), timeout=budget)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -200,9 +266,17 @@ class ChatClient:
         return box["value"]
 
     # ---- chat -----------------------------------------------------------------------------
-    def chat(self, payload: dict[str, Any], deadline: Optional[float] = None) -> Response:
-        """POST /v1/chat/completions with bounded retries; nothing outlives `deadline` (time.monotonic)."""
+    def chat(self, payload: dict[str, Any], deadline: Optional[float] = None, watch: Optional[Callable[[], Any]] = None) -> Response:
+        """POST /v1/chat/completions with bounded retries; nothing outlives `deadline` (time.monotonic).
+
+        watch: makes a fresh watcher per attempt (an object whose feed(text) says when to stop, loops.LoopWatch); the
+        reply is then streamed and the connection closed as soon as the watcher says so, the Response's
+        finish_reason `loop`. The tokens sent are the same either way: streaming changes no sampling."""
         body = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens, **(self.cfg.sampler or {}), **payload}
+        if watch is not None:
+            body.update(stream=True, stream_options={"include_usage": True})
+            if self.is_llama_cpp():
+                body["timings_per_token"] = True  # the counts so far in every event: a reply stopped early is billed exactly
         if self.cfg.model:
             body["model"] = self.cfg.model
         if self.cfg.seed is not None:
@@ -217,7 +291,7 @@ class ChatClient:
             budget = min(self.cfg.timeout_s, left)
             start = time.monotonic()
             try:
-                status, text, oversize = self._request("POST", "/v1/chat/completions", body, budget)
+                status, text, oversize = self._request("POST", "/v1/chat/completions", body, budget, watch)
             except (asyncio.TimeoutError, httpx.TimeoutException):
                 last = f"no complete response within {budget:.1f}s"
                 self._failed(attempt, None, last, start)
@@ -305,6 +379,10 @@ class ChatClient:
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
+
+    def is_llama_cpp(self) -> bool:
+        """Whether the server is llama-server (its /props reports generation settings): it takes llama.cpp's own fields."""
+        return isinstance((self.get_json("/props") or {}).get("default_generation_settings"), dict)
 
     def context_window(self) -> Optional[int]:
         """n_ctx per slot as llama-server reports it in /props."""

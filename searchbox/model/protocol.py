@@ -13,10 +13,11 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import bounds
 from .llm import ChatClient
+from .loops import LoopRule, LoopWatch
 
 MAX_CALLS = 64  # tool calls in one reply; more is a malformed reply (each would run)
 NAME_CHARS = 256  # a tool name or call id
@@ -67,8 +68,10 @@ def _call_id() -> str:
 # sends the catalog's schemas unchanged.
 # The final answer is bounded the same way (schema version 3): under version 2 SmolLM2's `answer` text, no tool
 # argument, repeated a phrase to max_tokens in 35 of 123 turns of the main command (results/benchmarks/main_command.md).
-JSON_SCHEMA_VERSION = 3  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too
-BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # ablations (benchmarks/main_command.py): "off" is schema version 1, "calls" version 2
+# Since version 4 a reply that loops (one passage three times in a row in a string it is writing: loops.LoopRule) is
+# stopped there; the reply is streamed to watch it, and nothing before the stop changes.
+JSON_SCHEMA_VERSION = 4  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped
+BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # ablations (benchmarks/main_command.py): "off" is version 1, "calls" 2, "answer" 3
 REPETITION_CAP = 2000  # llama.cpp's grammar parser: a longer {0,N} is silently unbounded (or refused, by version)
 # The longest call any tool but write/edit can be made to generate, in characters (compact JSON): SmolLM2's
 # runaway text ran about 2.8 characters per token, so about 170 tokens, well inside its max_tokens of 256.
@@ -88,6 +91,7 @@ class GenerationBounds:
     # builtin/jina-questions.jsonl), which leaves room for the answer line and a Sources line naming three files
     # of the packaged corpus's median path (68 characters). An answer cut here is marked `truncated` and graded as written.
     answer: Optional[int] = 480  # None: schema version 2, the calls bounded and the answer not
+    loop: Optional[LoopRule] = LoopRule()  # a looping reply is stopped (schema version 4); None: version 3
     items: int = 4  # items of an array of texts
     path_items: int = 2  # items of an array of paths (a search's scope): each may be a long path
     kinds: tuple[tuple[str, str], ...] = (  # catalog argument name -> kind; every other string is `text`
@@ -109,11 +113,14 @@ class GenerationBounds:
 
 
 def json_bounds() -> Optional[GenerationBounds]:
-    """The bounds the JSON protocol applies: GenerationBounds(), or None where $SEARCHBOX_JSON_BOUNDS=off."""
+    """The bounds the JSON protocol applies: GenerationBounds(), or an ablation's by $SEARCHBOX_JSON_BOUNDS: off (None),
+    calls (the calls bounded only), answer (the answer too, no reply stopped for looping)."""
     value = os.environ.get(BOUNDS_ENV, "").strip().lower()
     if value in ("off", "0", "false", "no"):
         return None
-    return GenerationBounds(answer=None) if value == "calls" else GenerationBounds()
+    if value == "calls":
+        return GenerationBounds(answer=None, loop=None)
+    return GenerationBounds(loop=None) if value == "answer" else GenerationBounds()
 
 
 def bounded(schema: dict, limits: Optional[GenerationBounds]) -> dict:
@@ -220,6 +227,7 @@ class NativeProtocol:
     """OpenAI function calling: the server's chat template renders tools and parses calls."""
 
     name = "native"
+    watch = None  # replies are never stopped early: loops.LoopRule's reasoning needs the JSON protocol's open string
 
     def system_suffix(self, tools: list[dict]) -> str:
         return ""
@@ -280,7 +288,14 @@ class JsonProtocol:
     def version(self) -> int:
         """The schema rules' version: part of the run key (through the request it sends), since the grammar decides
         what the model can say."""
-        return (JSON_SCHEMA_VERSION if self.limits.answer else 2) if self.limits else 1
+        if not self.limits:
+            return 1
+        return (JSON_SCHEMA_VERSION if self.limits.loop else 3) if self.limits.answer else 2
+
+    @property
+    def watch(self) -> Optional[Callable[[], LoopWatch]]:
+        """A fresh loop watcher per reply (ChatClient.chat streams the reply through it), or None: no reply is stopped."""
+        return self.limits.loop.watch if self.limits and self.limits.loop else None
 
     def schema(self, tools: list[dict]) -> dict:
         variants = [

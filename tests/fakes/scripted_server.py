@@ -9,9 +9,13 @@ Each step of a script is one response:
   {"drop": true}                                            close the connection without answering
   {"message": {...}}                                        this message verbatim (any shape a server might send)
   {"body": "text"}                                          this response body verbatim (status 200)
+  {"sse": b"data: ..."}                                     these server-sent events verbatim (status 200)
   {"usage": {...}} / {"timings": {...}} beside any answer   replace the billed usage / llama.cpp timings;
   {"no_usage": true}                                        or send neither
 When the script runs out, it answers {"content": "done"}.
+A request with `stream` gets the reply's text as server-sent events, a few characters an event with llama.cpp's
+running timings (as llama-server with timings_per_token), the usage last; a reply of another shape (verbatim
+`message`s and `body`s) comes back unstreamed, as from a server that ignores `stream`.
 It adapts to the request: `response_format` -> constrained JSON content, `tools` -> native tool_calls.
 """
 
@@ -37,6 +41,8 @@ class ScriptedServer(Loopback):
         self.supports_tools = supports_tools
         self.cpt = chars_per_token
         self.requests: list[dict] = []
+        self.streamed: list[int] = []  # events sent for each streamed reply (fewer than its text's when the client stopped it)
+        self.stream_pause = 0.0  # seconds between events: time for a client's stop to reach the server
         self.responses: list[dict] = []
         self._prev = ""
         self._lock = threading.Lock()
@@ -70,11 +76,45 @@ class ScriptedServer(Loopback):
                     server.erased.append(slot)
                     self._send(200, {"id_slot": slot, "n_erased": 0})
                     return
-                code, payload = server._respond(self.json_body())
+                body = self.json_body()
+                code, payload = server._respond(body)
                 if code is None:
                     self.connection.close()
                     return
+                if isinstance(payload, dict) and "sse" in payload:  # these server-sent events verbatim
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    self.wfile.write(payload["sse"])
+                    return
+                message = payload["choices"][0]["message"] if code == 200 and isinstance(payload, dict) and "choices" in payload else None
+                if body.get("stream") and message and isinstance(message.get("content"), str) and not message.get("tool_calls"):
+                    self._stream(payload, message["content"])
+                    return
                 self._send(code, payload)
+
+            def _stream(self, payload, text):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                step = max(1, int(server.cpt))
+                base = {k: v for k, v in (payload.get("timings") or {}).items() if k != "predicted_n"}
+                events = [{"choices": [{"index": 0, "delta": {"content": text[i:i + step]}, "finish_reason": None}],
+                           "timings": {**base, "predicted_n": i // step + 1}} for i in range(0, len(text), step)]
+                events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": payload["choices"][0]["finish_reason"]}]})
+                events.append({"choices": [], **{k: payload[k] for k in ("usage", "timings") if k in payload}})
+                sent = 0
+                try:
+                    for event in events:
+                        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                        self.wfile.flush()
+                        sent += 1
+                        time.sleep(server.stream_pause)
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except OSError:  # the client closed the stream (a loop stopped)
+                    pass
+                server.streamed.append(sent)
 
         super().__init__(Handler)
 
@@ -91,6 +131,8 @@ class ScriptedServer(Loopback):
             return step["status"], {"error": {"message": step.get("message", "scripted failure")}}
         if "body" in step:
             return 200, step["body"]
+        if "sse" in step:
+            return 200, {"sse": step["sse"]}
         json_mode = "response_format" in body
         message = {"role": "assistant", "content": None}
         if "message" in step:

@@ -97,7 +97,8 @@ def test_the_catalog_is_left_as_it_is_and_its_tighter_bounds_win():
 
 
 def test_schema_version_and_the_unbounded_ablation(monkeypatch):
-    assert JsonProtocol().version == protocol.JSON_SCHEMA_VERSION == 3 and JsonProtocol(None).version == 1
+    assert JsonProtocol().version == protocol.JSON_SCHEMA_VERSION == 4 and JsonProtocol(None).version == 1
+    assert JsonProtocol().watch is not None and JsonProtocol(None).watch is None
     monkeypatch.setenv(protocol.BOUNDS_ENV, "off")
     assert protocol.json_bounds() is None
     proto = protocol.choose("json", None)
@@ -105,8 +106,12 @@ def test_schema_version_and_the_unbounded_ablation(monkeypatch):
     monkeypatch.setenv(protocol.BOUNDS_ENV, "calls")  # the calls bounded, the answer not: version 2
     proto = protocol.choose("json", None)
     assert proto.version == 2 and "maxLength" not in json.dumps(_answer_schema(proto)) and "maxLength" in json.dumps(proto.schema(ALL))
+    assert proto.watch is None
+    monkeypatch.setenv(protocol.BOUNDS_ENV, "answer")  # the answer bounded too, no reply stopped for looping: version 3
+    proto = protocol.choose("json", None)
+    assert proto.version == 3 and proto.watch is None and "maxLength" in json.dumps(_answer_schema(proto))
     monkeypatch.delenv(protocol.BOUNDS_ENV)
-    assert protocol.choose("json", None).version == 3
+    assert protocol.choose("json", None).version == 4
 
 
 def _answer_schema(proto: JsonProtocol) -> dict:

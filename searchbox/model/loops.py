@@ -1,0 +1,82 @@
+"""Stopping a reply that loops: a JSON string the model is writing that ends with one passage three times in a row.
+
+SmolLM2 fills its final answer with one sentence over and over until the grammar's bound closes it (41 of 123
+turns of the main command: results/benchmarks/main_command.md); the samplers that break such loops also change
+replies that never looped (results/benchmarks/repetition.md). Watching the streamed reply changes nothing before
+the stop: a reply that never repeats itself is byte for byte what it was, and one that does is cut where the
+repetition is proven, as the bound would have cut it later.
+
+The rule, as a researcher can check it against a trace: a reply loops once the JSON string it is writing ends with
+a passage of at least `min_chars` characters holding at least `min_words` different words, written `repeats` times
+in a row (verbatim, in the JSON text as generated), once the string holds at least `min_string` characters. Shorter units (`0, 0, 0`, `| --- | --- |`, `very very`) never
+stop a reply, nor does a repeat that spans a string's end (a list of equal items), nor anything outside a string.
+
+Why only inside an open string: the reply is then cut where the next request's prompt closes the assistant turn
+(`<|im_end|>` after the raw text) while every token the server may have generated past the cut, before it saw the
+closed connection, is string content or the closing quote. So the server's cached prefix for the next request ends
+at the cut however many tokens it generated after it, and the run stays a function of its key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LoopRule:
+    """What counts as a looping reply (see the module's docstring); part of the JSON schema version, so of the key."""
+
+    repeats: int = 3
+    min_chars: int = 20
+    min_words: int = 3
+    max_chars: int = 400  # longest unit looked for: a long sentence; the answer bound holds 480 characters in all
+    # No string is stopped before it holds this many characters: twice the longest gold of the packaged and tiny
+    # question sets (60), so a stopped answer always has room for a right one.
+    min_string: int = 120
+
+    def watch(self) -> "LoopWatch":
+        return LoopWatch(self)
+
+
+@dataclass
+class LoopWatch:
+    """Fed a reply's text as it streams in; `feed` says when it loops. One watch per reply (per attempt)."""
+
+    rule: LoopRule
+    text: str = ""
+    in_string: bool = False
+    escaped: bool = False
+    string_start: int = 0  # where the string being written began (its first character), while in_string
+    found: str = field(default="")  # the unit that repeated, once feed returned True
+
+    def feed(self, delta: str) -> bool:
+        start = len(self.text)
+        self.text += delta
+        for i, ch in enumerate(delta, start + 1):
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif ch == "\\":
+                    self.escaped = True
+                elif ch == '"':
+                    self.in_string = False
+            elif ch == '"':
+                self.in_string, self.string_start = True, i
+        return self.in_string and not self.escaped and self._loops()
+
+    def _loops(self) -> bool:
+        rule, text = self.rule, self.text
+        end = len(text)
+        if end - self.string_start < rule.min_string:
+            return False
+        longest = min(rule.max_chars, (end - self.string_start) // rule.repeats)
+        for unit in range(rule.min_chars, longest + 1):
+            if text[end - 1] != text[end - 1 - unit]:  # cheap first: most units fail on the last character
+                continue
+            tail = text[end - unit * rule.repeats:]
+            # The tail has period `unit`: `repeats` copies of one passage, wherever the stream's chunks broke it. Its
+            # words are counted without the two at its ends, which a rotated copy may have cut (`---` into `-`, `--`).
+            if tail[unit:] == tail[:-unit] and len(set(tail.split()[1:-1])) >= rule.min_words:
+                self.found = tail[-unit:]
+                return True
+        return False
