@@ -171,8 +171,10 @@ async def read_events(resp: httpx.Response, cap: int, watcher: Any) -> tuple[int
                 return 200, data.decode("utf-8", "replace"), None
             if not isinstance(event, dict):
                 return 200, data.decode("utf-8", "replace"), None
-            if "error" in event:
-                return 500, json.dumps({"error": event["error"]}, default=str), None
+            if "error" in event:  # only its message goes on (a server's error object may nest without end)
+                error = event["error"]
+                message = error.get("message") if isinstance(error, dict) else error
+                return 500, json.dumps({"error": {"message": str(message)[:300] if message is not None else "an error event"}}), None
             usage = event["usage"] if isinstance(event.get("usage"), dict) else usage
             timings = event["timings"] if isinstance(event.get("timings"), dict) else timings
             choices = event.get("choices")
