@@ -58,10 +58,10 @@ def _golden_configs() -> dict[str, tuple[RunConfig, str, Served]]:
 
 
 GOLDEN = {
-    "high-json": {"config": "fec6c9a0470ebfaa", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "38c0a1a3435bd8a0", "prompt": "fede1f56e7e414f0", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
+    "high-json": {"config": "fec6c9a0470ebfaa", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "52c199e40044acd7", "prompt": "d627681f57c39734", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
     "none-native": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "42e94d479c4148a2", "prompt": "3a7bb9f003031d37", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
     "oracle": {"config": "57c51c14ecb50340", "dataroom": "8e924143458e3b44", "gold_read": "43a681a97310a192", "key": "1d514a838a6f46da", "prompt": "b23ee14c16030338", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0316e725235eaf61", "server_args": "1d8fc6ceb1f94c63"},
-    "server-flags": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "e14194ab23d6a7cc", "prompt": "d065f752ccfc97c4", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
+    "server-flags": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "4234eeecb66c71de", "prompt": "770351968da75336", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
 }
 
 
