@@ -40,7 +40,7 @@ HARNESS_KINDS: dict[str, str] = {
 SAMPLER_OPTIONS = ("repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base",
                    "dry_allowed_length", "dry_penalty_last_n")
 # Fields that enter the run key only when they differ from their default: a field added later keeps every old key.
-KEYED_WHEN_SET = {"model.sampler": {}, "retrieval.search_k": None}
+KEYED_WHEN_SET = {"model.sampler": {}, "retrieval.search_k": None, "harness.compact_to": None}
 OPERATIONAL_FIELDS = frozenset({
     "model.name", "model.endpoint", "model.model", "model.api_key_env", "model.timeout_s", "model.retries",
     "model.backoff_s", "model.max_response_bytes", "model.gguf", "model.server_bin", "model.parallel", "model.server_args", "model.endpoints", "model.servers",
@@ -98,6 +98,11 @@ class HarnessConfig:
     turn_ceiling_s: Optional[float] = 900.0  # a turn past this ends (the run goes on)
     run_ceiling_s: Optional[float] = 3600.0  # the run past this stops: ceiling_seconds
     compact_at: float = 0.85  # compact when the next request would pass this share of context
+    # ...and then down to this share, so that a compaction, which breaks the server's prompt cache from the first
+    # message it changes (all after it is prefilled again), is paid rarely: compacting to just under compact_at came
+    # back within a few calls, each time prefilling most of the window again. null: just under compact_at (the loop
+    # before issue 35). In the key only when set (KEYED_WHEN_SET), so null keeps the keys of the runs it made.
+    compact_to: Optional[float] = 0.5
     output_cap_chars: int = 12000  # tool output shown to the model
     bash_timeout_s: float = 30.0
     sandbox: str = "auto"  # auto|bwrap: isolate bash; none: explicit opt-out (unsafe)
@@ -225,6 +230,9 @@ class RunConfig:
             raise ConfigError("retrieval.chunk_overlap must be smaller than retrieval.chunk_chars")
         if not 0.1 <= self.harness.compact_at <= 1.0:
             raise ConfigError("harness.compact_at must lie in [0.1, 1.0]")
+        if self.harness.compact_to is not None and not 0.1 <= self.harness.compact_to <= self.harness.compact_at:
+            raise ConfigError(f"harness.compact_to={self.harness.compact_to} must lie in [0.1, harness.compact_at={self.harness.compact_at}] "
+                              "(or be null: just under compact_at)")
         if self.retrieval.reranker == "cross-encoder" and not self.retrieval.rerank_model:
             raise ConfigError("retrieval.reranker=cross-encoder needs retrieval.rerank_model")
         return self

@@ -300,22 +300,25 @@ class Agent:
         return int(sent_chars({"messages": self.s.messages, "tools": tools}) * self.s.ledger.tokens_per_char) + 16
 
     def _fit(self, tools: list[dict], force: bool = False) -> None:
-        """Compact older turns until the next request fits under compact_at of the window."""
+        """Once the next request would pass compact_at of the window, compact older turns until it fits under
+        compact_to (the low-water mark: the cache a compaction breaks is prefilled again, so it should buy room)."""
         s = self.s
         target = int(self.context_window * self.h.compact_at) - self.max_tokens
         if not force and self._estimate(tools) <= target:
             return
+        low = target if self.h.compact_to is None else int(self.context_window * self.h.compact_to) - self.max_tokens
         before = self._estimate(tools)
         current = s.turn_starts[-1] if s.turn_starts else len(s.messages)
         for stage in (self._drop_old_tool_output, self._trim_current_tool_output, self._drop_old_turns):
             stage(current)
             current = s.turn_starts[-1] if s.turn_starts else len(s.messages)
-            if not force and self._estimate(tools) <= target:
+            if not force and self._estimate(tools) <= low:
                 break
         after = self._estimate(tools)
         s.compactions += 1
         self.stats.compactions += 1
-        self.rec.event("compaction", s.turn, estimated_before=before, estimated_after=after, target=target, messages=len(s.messages))
+        self.rec.event("compaction", s.turn, estimated_before=before, estimated_after=after, target=target, low_water=low,
+                       messages=len(s.messages))
         if after > self.context_window - self.max_tokens:
             # Not an outage: this model, window and budget cannot go on. A result, counted in the tables.
             raise Stop("context_exhausted", f"context window of {self.context_window} tokens is too small even after compaction (~{after} needed)")

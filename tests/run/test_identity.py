@@ -58,10 +58,10 @@ def _golden_configs() -> dict[str, tuple[RunConfig, str, Served]]:
 
 
 GOLDEN = {
-    "high-json": {"config": "fec6c9a0470ebfaa", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "52c199e40044acd7", "prompt": "d627681f57c39734", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
-    "none-native": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "42e94d479c4148a2", "prompt": "3a7bb9f003031d37", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
-    "oracle": {"config": "57c51c14ecb50340", "dataroom": "8e924143458e3b44", "gold_read": "43a681a97310a192", "key": "1d514a838a6f46da", "prompt": "b23ee14c16030338", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0316e725235eaf61", "server_args": "1d8fc6ceb1f94c63"},
-    "server-flags": {"config": "d9fab11c4e574279", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "4234eeecb66c71de", "prompt": "770351968da75336", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
+    "high-json": {"config": "a364cfd0ac47e4c9", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "0de766f8f401c486", "prompt": "d627681f57c39734", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
+    "none-native": {"config": "7086f4d2f5944cd6", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "70c4b21f0109ca73", "prompt": "3a7bb9f003031d37", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
+    "oracle": {"config": "c373dcbf81a53b23", "dataroom": "8e924143458e3b44", "gold_read": "43a681a97310a192", "key": "bc142fd3aad49b5c", "prompt": "b23ee14c16030338", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0316e725235eaf61", "server_args": "1d8fc6ceb1f94c63"},
+    "server-flags": {"config": "7086f4d2f5944cd6", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "c0c071cc9f1aca2e", "prompt": "770351968da75336", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
 }
 
 
@@ -96,7 +96,7 @@ def test_operational_fields_leave_the_key_alone(field, value):
 
 @pytest.mark.parametrize("field, value", [("model.temperature", 0.7), ("model.max_tokens", 99), ("harness.budget", 3),
                                           ("harness.delivery", "file"), ("retrieval.retriever", "bm25"), ("noise.ratio", 4.0),
-                                          ("retrieval.embed_model", "other"), ("index.backend", "ann"), ("harness.compact_at", 0.5),
+                                          ("retrieval.embed_model", "other"), ("index.backend", "ann"), ("harness.compact_at", 0.5), ("harness.compact_to", 0.3), ("harness.compact_to", None),
                                           ("model.sampler", {"dry_multiplier": 0.8}), ("model.sampler", {"repeat_penalty": 1.1})])
 def test_semantic_fields_change_the_key(field, value):
     cfg = RunConfig()
@@ -351,3 +351,19 @@ def test_a_sampler_is_keyed_only_when_set_and_sent_with_every_request():
         ChatClient(ModelConfig(sampler={"repeat_penalty": 1.1}, retries=0), srv.url).chat({"messages": [{"role": "user", "content": "hi"}]})
     sent = srv.requests[-1]
     assert sent["repeat_penalty"] == 1.1 and sent["messages"][0]["content"] == "hi"
+
+
+def test_compact_to_is_keyed_when_set_and_null_keeps_the_keys_of_the_loop_before_it():
+    # null is the loop before the low-water mark (compact to just under compact_at): its runs keep their keys
+    before = RunConfig()
+    before.harness.compact_to = None
+    assert "compact_to" not in before.semantic()["harness"]
+    assert RunConfig().semantic()["harness"]["compact_to"] == 0.5
+
+
+@pytest.mark.parametrize("compact_at, compact_to", [(0.85, 0.9), (0.5, 0.6), (0.85, 0.05)])
+def test_compact_to_must_lie_under_compact_at(compact_at, compact_to):
+    cfg = RunConfig()
+    cfg.harness.compact_at, cfg.harness.compact_to = compact_at, compact_to
+    with pytest.raises(ConfigError, match="harness.compact_to"):
+        cfg.validate()
