@@ -8,6 +8,7 @@ Each case is the real command (embedded llama-server with SmolLM2, the packaged 
 `questions.limit=N`, launched into a fresh sweep folder, under one variant of the code:
 
     current           the code as committed
+    compact_just_under  a compaction stops just under harness.compact_at, as before issue 35 (harness.compact_to=null)
     old_threads       the old thread plan: one core always kept free on a whole machine (SEARCHBOX_OTHER_LOAD=1)
     loops_unstopped   the calls and the answer bounded, no looping reply stopped (schema version 3: SEARCHBOX_JSON_BOUNDS=answer)
     unbounded_answer  the calls' bounds without the final answer's (schema version 2: SEARCHBOX_JSON_BOUNDS=calls)
@@ -49,7 +50,10 @@ VARIANTS = {
     "unbounded_answer": {"SEARCHBOX_JSON_BOUNDS": "calls"},
     "unbounded_schema": {"SEARCHBOX_JSON_BOUNDS": "off"},
     "before": {"SEARCHBOX_OTHER_LOAD": "1", "SEARCHBOX_JSON_BOUNDS": "off"},
+    "compact_just_under": {},
 }
+# Variants that are a config override rather than an environment (added to the command line).
+OVERRIDES = {"compact_just_under": ("harness.compact_to=null",)}
 CLEAN_ENV = ("LLAMA_URL", "SEARCHBOX_ENDPOINTS", "SEARCHBOX_THREAD_PLAN", "SEARCHBOX_OTHER_LOAD", "SEARCHBOX_JSON_BOUNDS")
 TARGETS = {"wall_s_limit1": 4 * 60,  # issue 35 (it was 8 min under issue 24, 25 min before that)
            "harness_share": 0.05}
@@ -64,7 +68,7 @@ def run_split(run_dir: Path) -> dict:
     """One run's time split and call outcomes, from its trace (llama.cpp timings per call) and run_meta."""
     meta = json.loads((run_dir / "run_meta.json").read_text())
     prefill = decode = 0.0
-    length_cut = calls = answer_cut = loop_cut = 0
+    length_cut = calls = answer_cut = loop_cut = prefilled = 0
     cut_chars: list[int] = []
     system = ""
     for line in (run_dir / "trace.jsonl").read_text().splitlines():
@@ -81,6 +85,7 @@ def run_split(run_dir: Path) -> dict:
         calls += 1
         timings = usage.get("timings") or {}
         prefill += float(timings.get("prompt_ms") or 0) / 1000
+        prefilled += int(timings.get("prompt_n") or 0)  # prompt tokens the server computed (not from its cache)
         decode += float(timings.get("predicted_ms") or 0) / 1000
         length_cut += usage.get("finish_reason") == "length"
         loop_cut += usage.get("finish_reason") == "loop"  # a reply stopped at its third repeat (schema version 4)
@@ -90,6 +95,7 @@ def run_split(run_dir: Path) -> dict:
             "prefill_s": round(prefill, 2), "decode_s": round(decode, 2), "llm_other_s": round(max(0.0, llm - prefill - decode), 2),
             "tools_s": round(tools, 2), "harness_s": round(max(0.0, elapsed - llm - tools), 2), "llm_calls": calls,
             "completion_tokens": (meta.get("tokens") or {}).get("completion", 0), "prompt_tokens": (meta.get("tokens") or {}).get("prompt", 0),
+            "prefilled_tokens": prefilled, "compactions": meta.get("compactions", 0),
             "malformed": meta.get("malformed_replies", 0), "length_cut": length_cut, "answer_cut": answer_cut, "loop_cut": loop_cut,
             "shortest_cut_answer": min(cut_chars) if cut_chars else None, "tool_calls": meta.get("tool_calls", 0),
             "system_sha": hashlib.sha256(system.encode()).hexdigest()[:12]}
@@ -128,7 +134,7 @@ def launch(name: str, cmd: list[str], env_vars: dict, timeout_s: float) -> tuple
 
 def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout_s: float) -> dict:
     name = f"{variant}-q{limit}"
-    cmd = command(name, limit, tools, budgets, root)
+    cmd = command(name, limit, tools, budgets, root, OVERRIDES.get(variant, ()))
     load_before = round(os.getloadavg()[0], 2)
     proc, wall = launch(name, cmd, VARIANTS[variant], timeout_s)
     sweep = root / name
@@ -141,8 +147,10 @@ def case(variant: str, limit: int, tools: str, budgets: str, root: Path, timeout
     split = {k: round(total(k), 2) for k in ("prefill_s", "decode_s", "llm_other_s", "tools_s", "harness_s")}
     return {
         "variant": variant, "questions_limit": limit, "command": " ".join(cmd[2:]), "env": VARIANTS[variant],
+        "overrides": list(OVERRIDES.get(variant, ())),
         "wall_s": round(wall, 2), "runs": len(runs), "turns": turns, "llm_calls": calls,
         "completion_tokens": total("completion_tokens"), "prompt_tokens": total("prompt_tokens"),
+        "prefilled_tokens": total("prefilled_tokens"), "compactions": total("compactions"),
         "completion_tokens_per_turn": round(total("completion_tokens") / turns, 1) if turns else None,
         "malformed": total("malformed"), "malformed_rate": round(total("malformed") / calls, 3) if calls else None,
         "length_cut": total("length_cut"), "answer_cut": total("answer_cut"), "loop_cut": total("loop_cut"),
@@ -169,14 +177,14 @@ def write_md(result: dict, path: Path) -> None:
              f"budget={result['budgets']} questions.limit=N` on the embedded default (SmolLM2-135M on llama-server, the packaged "
              "corpus and questions), each case in a fresh sweep folder. Times in seconds; split = the runs' own time.", "",
              "| N | variant | wall | runs | turns | calls | completion tok | tok/turn | malformed (rate) | cut at max_tokens | answers cut | "
-             "loops stopped | shortest cut answer (chars) | prefill | decode | LLM other | tools | harness | outside runs | harness share | threads (load measured) | ETA max jump |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "loops stopped | shortest cut answer (chars) | compactions | prefilled tok | prefill | decode | LLM other | tools | harness | outside runs | harness share | threads (load measured) | ETA max jump |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in result["cases"]:
         s = c["split_s"]
         plan = "; ".join(re.sub(r"^.*?llama-server", "llama-server", p).split(", torch")[0] for p in c["thread_plan"]) or "-"
         lines.append(f"| {c['questions_limit']} | {c['variant']} | {c['wall_s']} | {c['runs']} | {c['turns']} | {c['llm_calls']} | "
                      f"{c['completion_tokens']} | {c['completion_tokens_per_turn']} | {c['malformed']} ({c['malformed_rate']}) | "
-                     f"{c['length_cut']} | {c.get('answer_cut', 0)} | {c.get('loop_cut', 0)} | {c.get('shortest_cut_answer')} | {s['prefill_s']} | {s['decode_s']} | {s['llm_other_s']} | {s['tools_s']} | {s['harness_s']} | "
+                     f"{c['length_cut']} | {c.get('answer_cut', 0)} | {c.get('loop_cut', 0)} | {c.get('shortest_cut_answer')} | {c.get('compactions', '-')} | {c.get('prefilled_tokens', '-')} | {s['prefill_s']} | {s['decode_s']} | {s['llm_other_s']} | {s['tools_s']} | {s['harness_s']} | "
                      f"{c['outside_runs_s']} | {c['harness_share']} | {plan} ({c['plan_load']}) | {c['eta_max_jump']} |")
     lines += ["", "Mean seconds per run, by budget and by tool tier:", ""]
     for c in result["cases"]:
@@ -185,7 +193,7 @@ def write_md(result: dict, path: Path) -> None:
                      ", ".join(f"{t}: {v['mean_elapsed_s']}" for t, v in c["by_tools"].items()))
     prompts = {p for c in result["cases"] for p in c["system_prompts"]}
     lines += ["", f"System prompts sent, over every case: {len(prompts)} distinct ({', '.join(sorted(prompts))}); the variants "
-              "differ only in the grammar, the threads and whether a looping reply is stopped.", "",
+              "differ only in the grammar, the threads, whether a looping reply is stopped and how far a compaction goes.", "",
               f"Answers cut (by the bound, max_tokens or a loop's stop) are never shorter than the shortest figure in the table; "
               f"the longest gold of the packaged and tiny question sets is {longest_gold()} characters.", "", "The plan the first case printed:", "", "```"]
     lines += result["cases"][0]["plan"] if result["cases"] else []
