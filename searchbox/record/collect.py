@@ -203,7 +203,8 @@ def collect(sweep_dirs: Iterable[Path], left_out: Optional[list[str]] = None,
         calls.append(c.assign(run_id=run_id))
     runs_df = pd.DataFrame(runs)
     design_cols = [c for c in [*design, *IDENTITY_COLUMNS] if c in runs_df.columns]
-    shared = ["question_id", *[c for c in design_cols if c in _axes_keys(kept) or c in _varying(runs_df, design_cols)]]
+    keyed = _axes_keys(kept) | set(_varying(runs_df, design_cols))  # once: per column it made collect quadratic
+    shared = ["question_id", *[c for c in design_cols if c in keyed]]
     turns_df = _with_run_columns(turns, TURN_SCHEMA, runs_df, shared)
     calls_df = _with_run_columns(calls, TOOL_SCHEMA, runs_df, shared)
     for df in (runs_df, turns_df, calls_df):

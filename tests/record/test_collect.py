@@ -121,3 +121,19 @@ def test_the_same_prompt_adds_no_condition(tmp_path):
         _spec(make_run(tmp_path, f"r{i}", question_id=["nw01", "nw02"][i]), 3)
     runs, _, _ = collect([tmp_path])
     assert runs["prompt_identity"].nunique() == 1 and "prompt_identity" not in conditions(runs, runs.attrs["design"])
+
+
+def test_collect_looks_for_varying_design_columns_once(tmp_path, monkeypatch):
+    # It ran once per design column (~85), each pass over every column and run: the sweep collects after every job,
+    # so a sweep of thousands of runs spent most of its time between jobs here.
+    import searchbox.record.collect as collect_module
+
+    s = tmp_path / "s"
+    for i, temperature in enumerate((0.0, 0.7, 0.9)):
+        make_run(s, f"r{i}", outputs=[READ], config={"model.temperature": temperature}, axes={"tools": "high"})
+    seen = []
+    varying = collect_module._varying
+    monkeypatch.setattr(collect_module, "_varying", lambda df, cols: seen.append(len(cols)) or varying(df, cols))
+    runs, turns, _ = collect([s])
+    assert len(seen) == 1 and seen[0] > 10
+    assert set(turns.groupby("run_id")["model.temperature"].first()) == {0.0, 0.7, 0.9}
