@@ -70,6 +70,8 @@ def run_split(run_dir: Path) -> dict:
     prefill = decode = 0.0
     length_cut = calls = answer_cut = loop_cut = prefilled = 0
     cut_chars: list[int] = []
+    refills: list[int] = []  # prompt tokens the call after each compaction prefilled (the cache it broke)
+    compacted = False
     system = ""
     for line in (run_dir / "trace.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -79,6 +81,8 @@ def run_split(run_dir: Path) -> dict:
         if msg.get("role") == "assistant" and msg.get("truncated"):
             answer_cut += 1  # an answer the grammar closed at its bound (schema version 3), cut at max_tokens, or stopped looping
             cut_chars.append(len(msg.get("content") or ""))
+        if row.get("type") == "compaction":
+            compacted = True
         usage = row.get("usage")
         if not usage:
             continue
@@ -86,6 +90,9 @@ def run_split(run_dir: Path) -> dict:
         timings = usage.get("timings") or {}
         prefill += float(timings.get("prompt_ms") or 0) / 1000
         prefilled += int(timings.get("prompt_n") or 0)  # prompt tokens the server computed (not from its cache)
+        if compacted:
+            refills.append(int(timings.get("prompt_n") or 0))
+            compacted = False
         decode += float(timings.get("predicted_ms") or 0) / 1000
         length_cut += usage.get("finish_reason") == "length"
         loop_cut += usage.get("finish_reason") == "loop"  # a reply stopped at its third repeat (schema version 4)
@@ -95,7 +102,7 @@ def run_split(run_dir: Path) -> dict:
             "prefill_s": round(prefill, 2), "decode_s": round(decode, 2), "llm_other_s": round(max(0.0, llm - prefill - decode), 2),
             "tools_s": round(tools, 2), "harness_s": round(max(0.0, elapsed - llm - tools), 2), "llm_calls": calls,
             "completion_tokens": (meta.get("tokens") or {}).get("completion", 0), "prompt_tokens": (meta.get("tokens") or {}).get("prompt", 0),
-            "prefilled_tokens": prefilled, "compactions": meta.get("compactions", 0),
+            "prefilled_tokens": prefilled, "compactions": meta.get("compactions", 0), "refills_after_compaction": refills,
             "malformed": meta.get("malformed_replies", 0), "length_cut": length_cut, "answer_cut": answer_cut, "loop_cut": loop_cut,
             "shortest_cut_answer": min(cut_chars) if cut_chars else None, "tool_calls": meta.get("tool_calls", 0),
             "system_sha": hashlib.sha256(system.encode()).hexdigest()[:12]}
@@ -191,6 +198,10 @@ def write_md(result: dict, path: Path) -> None:
         lines.append(f"- N={c['questions_limit']} {c['variant']}: budget " +
                      ", ".join(f"{b}: {v['mean_elapsed_s']}" for b, v in c["by_budget"].items()) + "; tools " +
                      ", ".join(f"{t}: {v['mean_elapsed_s']}" for t, v in c["by_tools"].items()))
+    lines += ["", "Compactions, and the prompt tokens the next call prefilled again (the cache each one broke), by run:", ""]
+    for c in result["cases"]:
+        hit = [f"tools={r['tools']} budget={r['budget']}: {r['refills_after_compaction']}" for r in c["per_run"] if r.get("compactions")]
+        lines.append(f"- N={c['questions_limit']} {c['variant']}: " + ("; ".join(hit) if hit else "none"))
     prompts = {p for c in result["cases"] for p in c["system_prompts"]}
     lines += ["", f"System prompts sent, over every case: {len(prompts)} distinct ({', '.join(sorted(prompts))}); the variants "
               "differ only in the grammar, the threads, whether a looping reply is stopped and how far a compaction goes.", "",
