@@ -3,7 +3,10 @@
 Both sides (answer and gold) go through the same steps, in this order:
 1. Unicode NFKC (full-width digits, ligatures, "℃"), diacritics folded ("Zürich" = "Zurich") and letters that
    carry no combining mark transliterated ("Søren" = "Soren", "Łukasz" = "Lukasz", "Straße" = "Strasse");
-   superscript exponents after a digit read as powers ("10⁶" = "10^6"), elsewhere as digits ("m²" = "m2");
+   superscript exponents after a digit read as powers ("10⁶" = "10^6"), elsewhere as digits ("m²" = "m2"); invisible
+   format characters dropped (zero-width space and joiners, soft hyphen, BOM, bidi controls: "N\u200bot" = "Not") and
+   Cyrillic or Greek letters drawn like Latin ones read as Latin in a word made only of such letters and Latin ones
+   ("nоt" with a Cyrillic о = "not"; "Москва" is left);
 2. digit-group separators dropped ("41,200", "41 200" with a thin/no-break space, "41'200"; a plain space is
    no separator: "768 512 256" is a list); a decimal comma is read as a point where it cannot be a group
    separator and says it is money or a measure ("€1,2 Mio.", "3,5 %"); dotted initialisms lose their dots
@@ -59,7 +62,7 @@ from decimal import Decimal, InvalidOperation
 
 from . import licenses
 
-NORMALIZER_VERSION = "norm-5"  # norm-5: "US dollars", "Swiss francs"... are their ISO codes
+NORMALIZER_VERSION = "norm-6"  # norm-6: invisible format characters dropped, Cyrillic/Greek look-alikes read as Latin
 
 _GROUP_SEP = re.compile(r"(?<=\d)[,\u00a0\u202f\u2009'\u2019](?=\d{3}(?!\d))")
 _SCALE_LETTER = re.compile(r"(?<=\d)(K|k|M|B|b|T)\b")
@@ -166,6 +169,17 @@ PERIODS = {"q1": (1, 2, 3), "q2": (4, 5, 6), "q3": (7, 8, 9), "q4": (10, 11, 12)
            "autumn": (9, 10, 11), "winter": (12, 1, 2), "fy": ()}  # the months of each period of a year (a fiscal year: unknown)
 _TRANSLIT = str.maketrans({"ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "ħ": "h", "Ħ": "H", "ı": "i", "ß": "ss",
                            "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "þ": "th", "Þ": "Th", "ð": "d", "Ð": "D"})
+# Letters of other scripts drawn as a Latin letter is (Unicode's confusables, Cyrillic and Greek, one glyph each): an answer that
+# spells "not" or a name with them reads as it looks.
+_LOOK_ALIKE_PAIRS = {"а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s", "һ": "h",
+                     "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O",
+                     "Р": "P", "С": "C", "Т": "T", "Х": "X", "У": "Y", "І": "I", "Ј": "J", "Ѕ": "S", "Ԛ": "Q", "Ԝ": "W",
+                     "ο": "o", "ν": "v", "ι": "i", "κ": "k", "ρ": "p", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H",
+                     "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X"}
+_LOOK_ALIKE = str.maketrans(_LOOK_ALIKE_PAIRS)
+_LOOK_ALIKE_CHARS = frozenset(_LOOK_ALIKE_PAIRS)
+_LOOK_ALIKE_ANY = re.compile(f"[{''.join(_LOOK_ALIKE_PAIRS)}]")
+_LETTERS = re.compile(r"[^\W\d_]+")
 _SUPERSCRIPT = re.compile("(?<=[0-9])([\u207b\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+)")
 _SUPER_DIGITS = str.maketrans("\u207b\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079", "-1230456789")
 _UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue"})
@@ -246,11 +260,23 @@ def _number_run(text: str, words: list, i: int):
 
 
 def fold(text: str) -> str:
-    """Unicode NFKC with diacritics folded and the letters without a combining mark transliterated (step 1)."""
+    """Unicode NFKC with diacritics folded and the letters without a combining mark transliterated (step 1); invisible
+    format characters dropped and Latin look-alikes read as Latin (look_alikes)."""
     text = _SUPERSCRIPT.sub(lambda m: "^" + m[1].translate(_SUPER_DIGITS), text or "")
+    if not text.isascii():
+        text = look_alikes(unicodedata.normalize("NFKC", "".join(c for c in text if unicodedata.category(c) != "Cf")))
     text = unicodedata.normalize("NFKC", text).translate(_TRANSLIT)
     decomposed = unicodedata.normalize("NFKD", text)
     return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+
+
+def look_alikes(text: str) -> str:
+    """Cyrillic and Greek letters drawn like Latin ones ("nоt" with a Cyrillic о, "Ѕcott") read as those, in every word
+    whose letters are all Latin or such look-alikes; a word with any other Cyrillic or Greek letter ("Москва") is left."""
+    if not _LOOK_ALIKE_ANY.search(text):
+        return text
+    return _LETTERS.sub(lambda m: m[0].translate(_LOOK_ALIKE) if _LOOK_ALIKE_ANY.search(m[0]) and all(
+        c.isascii() or c in _LOOK_ALIKE_CHARS for c in m[0]) else m[0], text)
 
 
 def _day(d: str) -> int:
