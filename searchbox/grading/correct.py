@@ -74,7 +74,7 @@ from .candidates import Candidate
 from . import shape
 from .normalize import contains, currency_names, fold, tokens, umlaut_forms
 
-CORRECT_VERSION = "correct-3"  # correct-3: comparisons choose, one-word golds are whole names, explanations, currency names
+CORRECT_VERSION = "correct-4"  # correct-4: comparisons read in their direction; correct-3: comparisons choose, whole names, explanations
 CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
 BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value

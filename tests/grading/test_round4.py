@@ -43,3 +43,56 @@ def _grade(answer: str, golds: list[str], question: str) -> float:
 @pytest.mark.parametrize("answer,golds,question,expected", UNICODE)
 def test_invisible_and_look_alike_characters_read_as_they_look(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+CMP_H = "Which is higher, Wellington Tower or Gannet Rock?"
+CMP_B = "Who was born first, Phil Spector or Brian Wilson?"
+CMP_M = "Which has more parameters, jina-embeddings-v3 or jina-clip-v2?"
+GR, PS = ["Gannet Rock"], ["Phil Spector"]
+COMPARISONS = [
+    # the answer's comparative points the other way: the gold named first is the loser
+    ("Gannet Rock is lower than Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock is shorter than Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock is smaller than Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock is less high than Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock, which is lower than Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock is not higher than Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock isn't as tall as Wellington Tower.", GR, CMP_H, False),
+    ("Gannet Rock is the lower of the two.", GR, CMP_H, False),
+    ("Gannet Rock is outranked by Wellington Tower.", GR, CMP_H, False),
+    ("Phil Spector was born after Brian Wilson.", PS, CMP_B, False),
+    ("Phil Spector is younger than Brian Wilson.", PS, CMP_B, False),
+    ("Phil Spector was born later than Brian Wilson.", PS, CMP_B, False),
+    ("Phil Spector was preceded by Brian Wilson.", PS, CMP_B, False),
+    ("jina-embeddings-v3 has fewer parameters than jina-clip-v2.", ["jina-embeddings-v3"], CMP_M, False),
+    # ... and the other option named first as the loser chooses the gold
+    ("Wellington Tower is lower than Gannet Rock.", GR, CMP_H, True),
+    ("Wellington Tower is shorter than Gannet Rock.", GR, CMP_H, True),
+    ("Wellington Tower is lower; Gannet Rock is higher.", GR, CMP_H, True),
+    ("Wellington Tower is outranked by Gannet Rock.", GR, CMP_H, True),
+    ("Brian Wilson was born after Phil Spector.", PS, CMP_B, True),
+    ("Brian Wilson is younger than Phil Spector.", PS, CMP_B, True),
+    ("jina-clip-v2 has fewer parameters than jina-embeddings-v3.", ["jina-embeddings-v3"], CMP_M, True),
+    # already right, kept
+    ("Gannet Rock is higher than Wellington Tower.", GR, CMP_H, True),
+    ("Gannet Rock is taller than Wellington Tower by 3 m.", GR, CMP_H, True),
+    ("Both are about 40 m, but Gannet Rock is higher.", GR, CMP_H, True),
+    ("Wellington Tower is higher than Gannet Rock.", GR, CMP_H, False),
+    ("Wellington Tower, which is taller than Gannet Rock.", GR, CMP_H, False),
+    ("Gannet Rock and Wellington Tower are both tall.", GR, CMP_H, False),
+    ("Gannet Rock (38.4 m) vs Wellington Tower (41 m).", GR, CMP_H, False),
+    ("Phil Spector was born first, before Brian Wilson.", PS, CMP_B, True),
+    ("Phil Spector is older than Brian Wilson.", PS, CMP_B, True),
+    ("Brian Wilson was born before Phil Spector.", PS, CMP_B, False),
+    ("Phil Spector, not Brian Wilson.", PS, CMP_B, True),
+    ("Gannet Rock.", GR, CMP_H, True),
+    ("Wellington Tower is more famous, but Gannet Rock is higher.", GR, CMP_H, True),  # "more famous" is on no scale asked
+    ("Gannet Rock is more famous, but Wellington Tower is higher.", GR, CMP_H, False),
+    ("Phil Spector, not Brian Wilson, was born first.", PS, CMP_B, True),  # a denied option is no subject
+    ("Brian Wilson, not Phil Spector, was born first.", PS, CMP_B, False),
+    ("Gannet Rock, followed by Wellington Tower.", GR, "Which was built first, Wellington Tower or Gannet Rock?", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", COMPARISONS)
+def test_a_comparison_is_read_in_its_direction(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
