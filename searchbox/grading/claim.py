@@ -14,25 +14,36 @@ from .candidates import Candidate
 from .normalize import contains, tokens
 
 ITEM_WORDS = 4  # words of a coordinated alternative ("Scott Martens and Han Xiao"); a longer run is prose
-_NEGATION = re.compile(r"\b(?:not|never|cannot|neither|nor|none|no|nobody|nothing|noone)\b|n['\u2019]t\b"
-                       r"|\b(?:rather\s+than|instead\s+of|other\s+than|except|unlike)\b"
-                       r"|\b(?:incorrect|wrong|false|mistaken)\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:by\s+no\s+means|any(?:one|body|thing)\s+but|not|never|cannot|neither|nor|none|no|nobody|nothing|noone)\b"
+                       r"|n['\u2019]t\b|\b(?:rather\s+than|instead\s+of|other\s+than|except|unlike)\b"
+                       r"|\b(?:incorrect|wrong|false|untrue|mistaken|(?:wrong|mistaken|false|erroneous|incorrect)ly|ruled\s+out)\b",
+                       re.IGNORECASE)
 _PLAIN_NEGATION = re.compile(r"not|never|cannot|neither|nor|none|no|nobody|nothing|noone|n['\u2019]t", re.IGNORECASE)
 _EXCEPTION = re.compile(r"\b(?:other\s+than|except(?:\s+for)?|besides|apart\s+from|save\s+for|but)\b", re.IGNORECASE)
-_PREDICATE = re.compile(r"not|never|cannot|n['\u2019]t|incorrect|wrong|false|mistaken", re.IGNORECASE)  # may deny what precedes
+_PREDICATE = re.compile(r"not|never|cannot|n['\u2019]t|incorrect|wrong|false|untrue|mistaken|(?:wrong|mistaken|false|erroneous|incorrect)ly"
+                        r"|ruled\s+out|by\s+no\s+means", re.IGNORECASE)  # may deny what precedes
 _NOT_NEGATION = re.compile(r"\b(?:not\s+only|not\s+just|not\s+until|not\s+least|not\s+to\s+mention|no\s+doubt|nothing\s+but|"
+                           r"whether\s+or\s+not|whether\b[^,;.!?]{0,80}?\bor\s+not|"
                            r"without\s+(?:a\s+)?doubt|(?:no|not)\s+(?:later|earlier|more|less|fewer|sooner)\s+than)\b", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|might|(?:may|could)\s+be|unsure|uncertain|unclear|not\s+sure|not\s+certain|guess|"
                     r"doubt|doubtful|unlikely|improbable|allegedly|supposedly|(?:someone|somebody|something)\s+else|"
-                    r"or\s+(?:another|other)s?)\b", re.IGNORECASE)
-_HEDGE_ALONE = re.compile(r"(?:maybe|perhaps|possibly|allegedly|supposedly|unsure|uncertain|unclear|i\s+guess|"
-                          r"(?:i\s+am\s+|i'm\s+)?not\s+(?:sure|certain))", re.IGNORECASE)
+                    r"or\s+(?:another|other)s?|possib(?:le|ility|ilities)|whether|unknown|rumou?red|reportedly|reputedly|"
+                    r"(?:said|thought|believed|reported|rumou?red|claimed|alleged)\s+to\s+(?:be|have)|"
+                    r"some\s+(?:say|said|claim|claimed|believe|think|sources))\b", re.IGNORECASE)
+_HEDGE_ALONE = re.compile(r"(?:maybe|perhaps|possibly|allegedly|supposedly|unsure|uncertain|unclear|unknown|i\s+guess|"
+                          r"(?:i\s+am\s+|i['\u2019]m\s+)?not\s+(?:sure|certain)|i\s+(?:do\s+not|don['\u2019]t)\s+know|(?:i\s+have\s+)?no\s+idea|"
+                          r"hard\s+to\s+say|(?:i\s+)?(?:cannot|can['\u2019]t)\s+(?:say|tell))", re.IGNORECASE)
 RETRACT_ALONE = re.compile(r"(?:no|nope|nah|not|not it|wrong|incorrect|false|not really|oops|wait|just kidding|kidding|no wait|sorry|"
-                           r"actually|actually no|correction|scratch that|strike that|or rather|rather|make that|i was wrong|"
-                           r"that is wrong|that's wrong|that is incorrect|that's incorrect)", re.IGNORECASE)
+                           r"actually|actually no|correction|scratch that|strike that|or rather|rather|make that|"
+                           r"i\s+was\s+wrong(?:\s+(?:above|earlier|before))?|i\s+retract\s+(?:that|this|it)|i\s+take\s+(?:that|it)\s+back|"
+                           r"(?:ignore|disregard)\s+(?:that|this|the\s+above)|"
+                           r"(?:that|this|it)(?:['\u2019]s|\s+is|\s+was)\s+(?:wrong|incorrect|false|untrue|inaccurate|"
+                           r"not\s+(?:right|correct|true|it|so|accurate)|(?:a\s+)?(?:common\s+|popular\s+)?(?:misconception|myth|mistake|error)))",
+                           re.IGNORECASE)
 RETRACT_START = re.compile(r"(?:actually|correction|i mean|or rather|no wait|wait|scratch that|strike that|make that|on second thought|"
-                           r"just kidding|kidding)\b", re.IGNORECASE)
-_BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|,(?=\s)|[()\[\]{}]|\s[-\u2013\u2014]+(?=\s)|\s(?=(?:but|however|whereas|although|though)\b)"
+                           r"on reflection|just kidding|kidding|(?:update|edit)(?=\s*$))\b", re.IGNORECASE)
+_BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|,(?=\s)|[()\[\]{}]|\s[-\u2013\u2014]+(?=\s)"
+                       r"|(?<!\banyone)(?<!\banybody)(?<!\banything)\s(?=(?:but|however|whereas|although|though)\b)"
                        r"|\s(?=(?:no\s+wait|i\s+mean|or\s+rather|scratch\s+that)\b)", re.IGNORECASE)
 MARKUP = re.compile(r"</?(?!(?:b|strong|i|em|u|mark|code|sup|sub|br|small|s|del|strike)\b)[a-z][a-z0-9]*\b[^>]*>", re.IGNORECASE)
 STRUCK = re.compile(r"~~.+?~~|<(s|del|strike)>.*?</\1>", re.IGNORECASE)

@@ -16,13 +16,15 @@ following", or a heading that restates the question) introduces the next line, u
    title, "DSPy: Not Your Average Prompt Engineering", negates, hedges, asks and ends nothing). Each
    candidate is then
    - *denied* when a negation covers it: "not", "n't", "never", "no", "nobody", "nothing", "neither",
-     "nor", "none", "rather than", "instead of", "other than", "except", "unlike" deny what follows them in
-     their clause ("It is not Apache-2.0"); "not"/"never"/"wrong"/"incorrect"/"false" with nothing after them
-     deny what precedes them ("Apache-2.0 is not right"). A negation with an exception asserts the exception
-     ("no author other than Scott Martens", "none other than", "nobody except"). "not only", "no doubt"
-     and the like are no negations. A clause that retracts (a lone "no", "wrong", "wait", or one that
-     opens with "actually", "correction", "I mean", "or rather", "scratch that") denies everything before
-     it; struck-through text (~~X~~, <del>) is denied;
+     "nor", "none", "by no means", "anyone/anything but", "rather than", "instead of", "other than", "except",
+     "unlike", "wrongly", "mistakenly", "ruled out" deny what follows them in their clause ("It is not
+     Apache-2.0"); "not"/"never"/"wrong"/"incorrect"/"false"/"untrue"/"mistakenly"/"ruled out" with nothing after
+     them deny what precedes them ("Apache-2.0 is not right", "Han Xiao is mistakenly credited"). A negation
+     with an exception asserts the exception ("no author other than Scott Martens", "none other than", "nobody
+     except"). "not only", "no doubt", "nothing but", "whether or not" and the like are no negations. A clause
+     that retracts (a lone "no", "wrong", "wait", "that's not correct", "I retract that", "that's a common
+     misconception", or one that opens with "actually", "correction", "I mean", "or rather", "scratch that", "on
+     reflection", "Update:") denies everything before it; struck-through text (~~X~~, <del>) is denied;
    - *context* when it is a bound or a total: a date after "before", "after", "by", "until", "no later
      than"; a number after "more than", "over", "under", "at least", "nearly", "almost"; either followed by
      "or more", "+", "at the latest"; both ends of "between X and Y" and "from X to Y"; a number after
@@ -30,8 +32,10 @@ following", or a heading that restates the question) introduces the next line, u
      ("about", "around", "circa", "~") and maxima ("up to", "at most") state the value;
    - *offered* when its clause is a question (ends in "?") or hedged ("maybe", "perhaps", "possibly",
      "might", "may be", "not sure", "unsure", "uncertain", "unclear", "guess", "doubt", "unlikely",
-     "someone else"), or follows a hedged lead-in ("Possibly: Scott Martens"): it asserts nothing but still
-     competes ("Scott Martens, or maybe Han Xiao" offers two authors);
+     "someone else", "a possibility", "whether", "unknown", "reportedly", "rumoured", "is said to be", "some
+     say"), is followed by a clause that only hedges ("Scott Martens (not sure)", "Han Xiao; I don't know"), or
+     follows a hedged lead-in ("Possibly: Scott Martens"): it asserts nothing but still competes ("Scott
+     Martens, or maybe Han Xiao" offers two authors);
    - *asserted* otherwise.
 4. The gold is asserted when an asserted candidate matches each of its parts, in any format the
    candidates read (timestamps, dates in words, SPDX long names, middle initials, "1.04 billion",
@@ -74,7 +78,7 @@ from .candidates import Candidate
 from . import shape
 from .normalize import contains, currency_names, fold, tokens, umlaut_forms
 
-CORRECT_VERSION = "correct-4"  # correct-4: comparisons read in their direction; correct-3: comparisons choose, whole names, explanations
+CORRECT_VERSION = "correct-4"  # correct-4: comparisons read in their direction, more negations, hedges, retractions (round four)
 CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
 BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value

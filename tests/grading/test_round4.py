@@ -96,3 +96,54 @@ COMPARISONS = [
 @pytest.mark.parametrize("answer,golds,question,expected", COMPARISONS)
 def test_a_comparison_is_read_in_its_direction(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+WORDING = [
+    # negations the grader did not know: adverbs of error, "untrue", "ruled out", "by no means", "anyone but"
+    ("Han Xiao is mistakenly credited; Scott Martens wrote it.", H, "", False),
+    ("Han Xiao is mistakenly credited; Scott Martens wrote it.", S, "", True),
+    ("It was wrongly attributed to Han Xiao.", H, "", False),
+    ("Han Xiao is falsely listed as the author.", H, "", False),
+    ("Han Xiao was erroneously named.", H, "", False),
+    ("It is untrue that Han Xiao wrote it.", H, "", False),
+    ("Han Xiao was ruled out.", H, "", False),
+    ("Han Xiao is by no means the author.", H, "", False),
+    ("Anyone but Han Xiao.", H, "", False),
+    ("Anything but Apache-2.0.", APACHE, "", False),
+    ("It is true that Scott Martens wrote it.", S, "", True),
+    ("Nothing but Apache-2.0.", APACHE, "", True),
+    # hedges it did not know: possibility, embedded questions ("whether"), attribution to others, abstention
+    ("Han Xiao is a possibility.", H, "", False),
+    ("Han Xiao is one possibility.", H, "", False),
+    ("It is possible that Han Xiao wrote it.", H, "", False),
+    ("You asked whether Han Xiao wrote it; I don't know.", H, "Who wrote it?", False),
+    ("It's unknown whether Han Xiao wrote it.", H, "", False),
+    ("Han Xiao; I don't know.", H, "", False),
+    ("Han Xiao was rumoured to be the author.", H, "", False),
+    ("Han Xiao is said to be the author.", H, "", False),
+    ("Han Xiao is reportedly the author.", H, "", False),
+    ("Some say Han Xiao; the post says Scott Martens.", H, "", False),
+    ("Scott Martens; it is possible he had help.", S, "", True),
+    ("Whether or not you count the editor, Scott Martens wrote it.", S, "", True),
+    ("Scott Martens. I don't know who edited it.", S, "", True),
+    ("I know that Scott Martens wrote it.", S, "", True),
+    ("Scott Martens, I believe.", S, "", True),
+    # a clause that takes back what came before, worded otherwise
+    ("Han Xiao. That's not correct.", H, "", False),
+    ("Han Xiao. That is not right.", H, "", False),
+    ("Han Xiao. I retract that.", H, "", False),
+    ("Han Xiao (ignore that).", H, "", False),
+    ("38.4 m - that's a common misconception.", GANNET, "", False),
+    ("Han Xiao. Update: it's Scott Martens.", H, "", False),
+    ("Han Xiao. Update: it's Scott Martens.", S, "", True),
+    ("Han Xiao. Edit: Scott Martens.", H, "", False),
+    ("Han Xiao. On reflection, Scott Martens.", H, "", False),
+    ("Han Xiao. I was wrong above: Scott Martens.", H, "", False),
+    ("Scott Martens. That's correct.", S, "", True),
+    ("Scott Martens. That is right.", S, "", True),
+    ("Update the index first: Scott Martens wrote it.", S, "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", WORDING)
+def test_negations_hedges_and_retractions_worded_otherwise(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
