@@ -27,7 +27,7 @@ _NOT_NEGATION = re.compile(r"\b(?:not\s+only|not\s+just|not\s+until|not\s+least|
                            r"without\s+(?:a\s+)?doubt|(?:no|not)\s+(?:later|earlier|more|less|fewer|sooner)\s+than)\b", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|might|(?:may|could)\s+be|unsure|uncertain|unclear|not\s+sure|not\s+certain|guess|"
                     r"doubt|doubtful|unlikely|improbable|allegedly|supposedly|(?:someone|somebody|something)\s+else|"
-                    r"or\s+(?:another|other)s?|possib(?:le|ility|ilities)|whether|unknown|rumou?red|reportedly|reputedly|"
+                    r"or\s+(?:another|other)s?|alternatives?|alternatively|possib(?:le|ility|ilities)|whether|unknown|rumou?red|reportedly|reputedly|"
                     r"(?:said|thought|believed|reported|rumou?red|claimed|alleged)\s+to\s+(?:be|have)|"
                     r"some\s+(?:say|said|claim|claimed|believe|think|sources))\b", re.IGNORECASE)
 _HEDGE_ALONE = re.compile(r"(?:maybe|perhaps|possibly|allegedly|supposedly|unsure|uncertain|unclear|unknown|i\s+guess|"
@@ -42,6 +42,10 @@ RETRACT_ALONE = re.compile(r"(?:no|nope|nah|not|not it|wrong|incorrect|false|not
                            re.IGNORECASE)
 RETRACT_START = re.compile(r"(?:actually|correction|i mean|or rather|no wait|wait|scratch that|strike that|make that|on second thought|"
                            r"on reflection|just kidding|kidding|(?:update|edit)(?=\s*$))\b", re.IGNORECASE)
+# Retraction openers that take back only when a replacement follows ("Actually, it is Scott Martens"; "Actually, he also wrote
+# the follow-up" says more): on a line after the claim they need a competing value (correct.py); the others need none.
+_RETRACT_SOFT = re.compile(r"(?:actually|wait|no\s+wait|correction|sorry|oops|rather|or\s+rather|make\s+that|i\s+mean|on\s+second\s+thought|"
+                           r"on\s+reflection|update|edit)", re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|,(?=\s)|[()\[\]{}]|\s[-\u2013\u2014]+(?=\s)"
                        r"|(?<!\banyone)(?<!\banybody)(?<!\banything)\s(?=(?:but|however|whereas|although|though)\b)"
                        r"|\s(?=(?:no\s+wait|i\s+mean|or\s+rather|scratch\s+that)\b)", re.IGNORECASE)
@@ -132,6 +136,24 @@ def mask_quotes(line: str, question: str = "") -> str:
     for a, b in titles(line, question):
         out[a + 1:b - 1] = " " * (b - a - 2)
     return "".join(out)
+
+
+def retraction(text: str) -> Optional[str]:
+    """How a line opens when it takes back what came before: "hard" ("No.", "Wrong", "That's not correct", "Scratch that"),
+    "soft" ("Actually, ...", "Correction: ...", "Wait, ...", "Update: ...": a replacement may follow), or None."""
+    text = re.sub(r"[*_`]", "", text).strip(PUNCT + "#>")
+    first = next((m.start() for m in _BOUNDARY.finditer(text)), len(text))
+    head = text[:first].strip(PUNCT)
+    if RETRACT_ALONE.fullmatch(head) and not _RETRACT_SOFT.fullmatch(head):
+        return "hard"
+    if RETRACT_START.match(head) or RETRACT_ALONE.fullmatch(head):
+        return "soft"
+    return None
+
+
+def hedged(text: str) -> bool:
+    """The text hedges ("Alternatives", "Other possible authors", "Possibly also")."""
+    return bool(_HEDGE.search(_NOT_NEGATION.sub(" ", text)))
 
 
 def cue_free(text: str) -> bool:

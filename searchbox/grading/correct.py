@@ -3,7 +3,9 @@
 What it reads is the *claim* (grading/answer.py): the answer part's first line, joined with what it
 introduces when it ends in a colon and with the rest of its list when it is a list item (its first
 CLAIM_CHARS characters), and, after it, the values standing alone on lines of their own (an answer
-that lists alternatives line by line offers them all). A first line that states nothing (no candidate of
+that lists alternatives line by line offers them all) or listed after a hedging label ("Alternatives: 41 m"). A later
+line that takes the claim back is read as its next sentence ("Han Xiao\n\nCorrection: Scott Martens"; one that opens
+softly, "Actually"/"Wait"/"Update:", only when it names a value of the gold's kinds: `_corrections`). A first line that states nothing (no candidate of
 the gold's kinds, no gold, no negation, hedge or retraction: "Based on the documents, I found the
 following", or a heading that restates the question) introduces the next line, up to PREAMBLE_LINES. Then:
 1. A claim that is raw document markup (HTML tags other than inline emphasis) asserts nothing.
@@ -109,14 +111,34 @@ def correct(claim: str, golds: list[str], question: str = "", after: str = "") -
 
 def bare_values(after: str) -> list[Candidate]:
     """Values on lines of their own after the claim ("Han Xiao" alone on a line): each line that, markup and
-    punctuation aside, is one candidate and nothing else."""
+    punctuation aside, is one candidate and nothing else; and what a line whose label hedges lists ("Alternatives: 41 m",
+    "Other possible authors: Han Xiao, Bo Wang")."""
     out = []
     for ln in fold(after or "").splitlines()[:BARE_LINES]:
         text = cl.LIST_ITEM_MARK.sub("", ln).strip(cl.PUNCT + "#>")
+        label, colon, rest = re.sub(r"[*_`]", "", text).partition(":")
+        if colon and 0 < len(label) <= BARE_CHARS and cl.hedged(label):
+            out += cand.find(rest[:CLAIM_CHARS])
+            continue
         found = cand.find(text) if 0 < len(text) <= BARE_CHARS else []
         if len(found) == 1 and found[0].start == 0 and found[0].end == len(text):
             out.append(found[0])
     return out
+
+
+def _corrections(line: str, after: str, gold: "Gold") -> tuple[str, str]:
+    """The claim with the later lines that take it back ("Han Xiao\n\nCorrection: Scott Martens"), read as its next sentences;
+    a line that opens softly ("Actually, ...", "Wait, ...", "Update: ...") only when it holds a value of the gold's kinds, a
+    replacement ("Actually, he also wrote the follow-up" says more, and stays apart)."""
+    kept, taken = [], []
+    for k, ln in enumerate(after.splitlines()):
+        how = cl.retraction(cl.LIST_ITEM_MARK.sub("", ln)) if k < BARE_LINES else None
+        if how == "soft" and not gold.untyped and not any(gold.competes(c) for c in cand.find(ln)) and not contains(ln, gold.golds):
+            how = None
+        (taken if how else kept).append(re.sub(r"[*_`]", "", cl.LIST_ITEM_MARK.sub("", ln)).strip(" #>") if how else ln)
+    if not taken:
+        return line, after
+    return f"{line.rstrip(' .')}. " + ". ".join(t.rstrip(" .") for t in taken), "\n".join(kept)
 
 
 @dataclass
@@ -175,6 +197,7 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     gold = Gold.of(golds)
     line = currency_names(fold(claim or "").strip()[:CLAIM_CHARS])
     line, after = _past_preamble(line, currency_names(fold(after or "")), gold, question)
+    line, after = _corrections(line, after, gold)
     if not line:
         return Verdict(0.0, "no answer")
     if cl.MARKUP.search(cl.STRUCK.sub("", line)):

@@ -147,3 +147,38 @@ WORDING = [
 @pytest.mark.parametrize("answer,golds,question,expected", WORDING)
 def test_negations_hedges_and_retractions_worded_otherwise(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+LATER_LINES = [
+    # a correction on a line after the answer line took nothing back: the grader read the first line alone
+    ("Final answer: Han Xiao\n\nWait, re-reading, the answer is Scott Martens.", H, "", False),
+    ("Final answer: Han Xiao\n\nWait, re-reading, the answer is Scott Martens.", S, "", True),
+    ("Han Xiao\n\nCorrection: Scott Martens.", H, "", False),
+    ("Han Xiao\n\nCorrection: Scott Martens.", S, "", True),
+    ("Han Xiao\n\nActually, it's Scott Martens.", H, "", False),
+    ("Han Xiao\n\nNo - it's Scott Martens.", H, "", False),
+    ("**Han Xiao**\n\n*Update:* Scott Martens wrote it.", H, "", False),
+    ("Han Xiao\n\nI was wrong above: Scott Martens.", H, "", False),
+    ("Han Xiao\n\nThat's not correct.", H, "", False),
+    ("Han Xiao\n\nScratch that.", H, "", False),
+    ("38.4 m\n\nCorrection: 41 m.", GANNET, "", False),
+    ("2024-04-16\n\nActually, 2024-04-18.", ["2024-04-16"], "", False),
+    # ... while a later line that only says more stays context
+    ("Scott Martens\n\nActually, he also wrote the follow-up.", S, "", True),
+    ("Scott Martens\n\nCorrection: the post was published in 2024.", S, "", True),
+    ("Scott Martens\n\nWait, I should double-check the byline: yes, Scott Martens.", S, "", True),
+    ("Scott Martens\n\nNo other author is credited.", S, "", True),
+    ("Scott Martens\n\nNote: not Han Xiao, who only edited it.", S, "", True),
+    ("Scott Martens\n\nHe also co-wrote two posts with Han Xiao.", S, "", True),
+    # a later line whose label hedges offers what it lists ("Alternatives: 41 m")
+    ("38.4 m\n\nAlternatives: 41 m", GANNET, "", False),
+    ("Answer: 38.4 m\nConfidence: 40%\nAlternatives: 41 m", GANNET, "", False),
+    ("Scott Martens\n\nOther possible authors: Han Xiao, Bo Wang", S, "", False),
+    ("Scott Martens\n\n**Possibly also:** Han Xiao", S, "", False),
+    ("35%\n\nConfidence: 90%", ["35%"], "", True),
+    ("Scott Martens\n\nEditor: Han Xiao", S, "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", LATER_LINES)
+def test_later_lines_that_take_back_or_offer_alternatives(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
