@@ -12,7 +12,8 @@ Kinds, found in this order (a later kind never overlaps an earlier one):
   scale ("1.54B", "570 million", "€1,2 Mio.", "$1.2m") and then a unit (m, ft, %, GB, m², km/h, °C, a
   currency...) or the noun it counts ("768 dimensions", "8,192 tokens"). A bare four-digit 1800..2099 with
   neither is a year (a date), and may also be a count unless a date word comes before it ("in 2023");
-  Not numbers: ordinals ("1st"), versions ("3.1.2"), labels ("Part 3", "v2", "[1]", "#4", "top 10"),
+  Not numbers: ordinals ("1st"), versions ("3.1.2"), labels ("Part 3", "v2", "[1]", "#4", "top 10", "No. 5"; a "No." that
+  opens a sentence is an answer: "41 m? No. 38.4 m"),
   digits glued to letters ("3D", "4o");
 - person: two to four capitalised words, initials or hyphenated initials ("Scott A. Martens", "Alex C-G",
   "Henry VIII": a regnal number is no acronym), with no organisation or product word, no acronym and no
@@ -69,6 +70,8 @@ _COUNTED = re.compile(r"\s+[^\W\d_]+s\b|-[^\W\d_]")
 _CODE_BEFORE = re.compile(r"\b(usd|gbp|eur|jpy|chf|inr|aud|cad|nzd|hkd|sgd)\s*$", re.IGNORECASE)
 _LABEL_BEFORE = re.compile(r"(?:\b(?:part|chapter|section|step|no|number|version|v|table|figure|fig|page|pp?|top|rank|ranked|layer|"
                            r"level|phase|round|stage|episode|issue|item|question|q|id|rev|release|vol|volume)\.?|#|§)\s*$", re.IGNORECASE)
+_ANSWER_NO = re.compile(r"no\.?\s*$", re.IGNORECASE)
+_SENTENCE_START = re.compile(r"(?:^|[.!?;:)\]\n])[\s*_]*$")
 _ALONE_BEFORE = re.compile(r"(?:^|[.,;:!?()\[\]\n*_>#-])\s*(?:(?:only|just|exactly)\s+)?$", re.IGNORECASE)
 _ALONE_AFTER = re.compile(r"\s*(?:$|[.,;:!?()\[\]\n*_])")
 STOP = frozenset("""a an the and or of on in at to for by with from as than then is was are were be been being it its this that these those
@@ -194,7 +197,10 @@ def _numbers(text: str, taken: list[tuple[int, int]]) -> list[Candidate]:
     for start, pos, value, m, lone in _starts(text, taken):
         if start < last:
             continue  # read already, as part of the number before ("€1,2 Mio.")
-        if _LABEL_BEFORE.search(text[:start]) or (m is not None and m["more"]):
+        label = _LABEL_BEFORE.search(text[:start])
+        if label and _ANSWER_NO.match(text, label.start(), start) and _SENTENCE_START.search(text[:label.start()]):
+            label = None  # "41 m? No. 38.4 m": a "No." that opens a sentence answers, it labels no number ("No. 5")
+        if label or (m is not None and m["more"]):
             continue
         if text[start - 1 : start] == "[" and text[pos : pos + 1] == "]":
             continue  # a citation marker

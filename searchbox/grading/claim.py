@@ -59,16 +59,19 @@ NAMES = ("person", "entity")
 # bounds: a value after these is a limit, not the value ("before 2024-04-16", "more than 35%"); "up to"/"at most" state a maximum
 _BOUND_DATE = re.compile(r"\b(?:before|after|by|until|till|prior\s+to|earlier\s+than|later\s+than|no\s+(?:later|earlier|sooner)\s+than|"
                          r"not\s+(?:before|after)|as\s+(?:early|late)\s+as)\s+(?:(?:the|a|an|its|their)\s+)?$", re.IGNORECASE)
-_BOUND_NUMBER = re.compile(r"(?:\b(?:more|greater|higher|larger|less|fewer|lower|smaller)\s+than|\b(?:over|above|exceeding|under|below|"
+# a comparative adjective ("taller", "heavier", "older"), not a word that only ends like one ("rather", "other": a negation)
+_COMPARATIVE = r"(?:more|less|fewer|(?!(?:rather|other|another|either|neither|whether|over|under|after|ever|never|together|however)\b)[a-z]{2,}er)"
+_BOUND_NUMBER = re.compile(rf"(?:\b{_COMPARATIVE}\s+than|\b(?:over|above|exceeding|under|below|"
                            r"nearly|almost|at\s+least|upwards\s+of|in\s+excess\s+of|not\s+quite|close\s+to|just\s+(?:over|under|below|above|"
                            r"shy\s+of)|no\s+(?:more|less|fewer)\s+than)|[<>\u2264\u2265]=?)\s*$", re.IGNORECASE)
 _NOT_UNTIL = re.compile(r"\bnot\s+until\s*$", re.IGNORECASE)  # "not until 1856": then and not before
 _RANGE_FIRST = re.compile(r"\bbetween\s*$", re.IGNORECASE)
-_POST_BOUND = re.compile(r"\s*(?:\+(?!\w)|or\s+(?:more|less|fewer|higher|lower|greater|later|earlier|above|below|over|under|before|after)\b"
+_POST_BOUND = re.compile(rf"\s*(?:\+(?!\w)|or\s+(?:{_COMPARATIVE}|above|below|over|under|before|after)\b"
                          r"|and\s+(?:up|above|over|more|later|earlier|beyond)\b"
                          r"|at\s+(?:the\s+)?(?:least|most|latest|earliest)\b)", re.IGNORECASE)
 _LOWER_FIRST = re.compile(r"no\s+(?:earlier|sooner|less|fewer)|not\s+before|at\s+least|earliest", re.IGNORECASE)
-_UPPER = re.compile(r"less|fewer|lower|smaller|under|below|nearly|almost|quite|close|shy|no\s+more|no\s+later|[<\u2264]|before|\bby\b|"
+_UPPER = re.compile(r"less|fewer|lower|smaller|shorter|younger|lighter|narrower|shallower|cheaper|colder|cooler|weaker|thinner|"
+                    r"under|below|nearly|almost|quite|close|shy|no\s+more|no\s+later|[<\u2264]|before|\bby\b|"
                     r"until|till|prior|earlier|not\s+after|latest|most", re.IGNORECASE)
 _FROM = re.compile(r"\bfrom\s*$", re.IGNORECASE)
 _TO = re.compile(r"\s*(?:to|until|till|through|-|\u2013)\s", re.IGNORECASE)

@@ -28,8 +28,8 @@ following", or a heading that restates the question) introduces the next line, u
      misconception", or one that opens with "actually", "correction", "I mean", "or rather", "scratch that", "on
      reflection", "Update:") denies everything before it; struck-through text (~~X~~, <del>) is denied;
    - *context* when it is a bound or a total: a date after "before", "after", "by", "until", "no later
-     than"; a number after "more than", "over", "under", "at least", "nearly", "almost"; either followed by
-     "or more", "+", "at the latest"; both ends of "between X and Y" and "from X to Y"; a number after
+     than"; a number after "more than" or any comparative and "than" ("taller than", "older than"), "over",
+     "under", "at least", "nearly", "almost"; either followed by "or more", "or taller", "+", "at the latest"; both ends of "between X and Y" and "from X to Y"; a number after
      another one and "of"/"out of" ("12 of the 40"). Context neither asserts nor competes. Approximations
      ("about", "around", "circa", "~") and maxima ("up to", "at most") state the value;
    - *offered* when its clause is a question (ends in "?") or hedged ("maybe", "perhaps", "possibly",

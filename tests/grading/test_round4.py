@@ -182,3 +182,28 @@ LATER_LINES = [
 @pytest.mark.parametrize("answer,golds,question,expected", LATER_LINES)
 def test_later_lines_that_take_back_or_offer_alternatives(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+BOUNDS = [
+    # a comparative adjective makes a bound, as "more than" does
+    ("taller than 38.4 m", GANNET, "", False),
+    ("It is taller than 38.4 metres.", GANNET, "", False),
+    ("shorter than 38.4 m", GANNET, "", False),
+    ("38.4 m or taller", GANNET, "", False),
+    ("38.4 m or longer", GANNET, "", False),
+    ("older than 12 years", ["12 years"], "", False),
+    ("12 years or older", ["12 years"], "", False),
+    ("38.4 m (taller than 30 m)", GANNET, "", True),  # a bound the gold satisfies is context
+    ("38.4 m (shorter than 30 m)", GANNET, "", False),
+    ("38.4 m, or rather 41 m", GANNET, "", False),
+    ("38.4 m or so", GANNET, "", True),
+    ("Other than 41 m, it is 38.4 m.", GANNET, "", True),
+    # "No." opening a sentence is an answer, not the label of a number ("No. 5")
+    ("41 m? No. 38.4 m.", GANNET, "", True),
+    ("38.4 m? No. 41 m.", GANNET, "", False),
+    ("It is platform No. 5.", ["5"], "", False),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", BOUNDS)
+def test_comparative_bounds_and_a_no_that_opens_a_sentence(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
