@@ -43,7 +43,9 @@ following", or a heading that restates the question) introduces the next line, u
    candidates read (timestamps, dates in words, SPDX long names, middle initials, "1.04 billion",
    a more precise number that rounds to the gold, "8,192" for "8K", the same measure in another unit to
    as many significant digits: "126 feet" for 38.4 metres, "53.6 °F" for 12 °C), or when its tokens
-   (normalize.py) occur in the asserted text of the claim.
+   (normalize.py) occur in the asserted text of the claim. A gold that is a list (shape.list_items: "red, green,
+   blue", "Scott Martens and Han Xiao") is asserted when each item is, in any order; its items joined by "or" are
+   alternatives, and any other item of the claim's list contradicts it.
 5. Nothing may contradict it: every asserted or offered candidate of a kind the golds have (a bare
    value on a later line is offered) must agree with some gold part. Agreeing means: the same license,
    model id, time or date (a coarser date that fits: "April 2024"; a day inside a gold period); the same
@@ -207,15 +209,24 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     clauses = cl.clauses(line, masked, found)
     if (polar := _polarity(gold.golds)) is not None:
         return _polar_verdict(line, masked, clauses, polar, after)
-    denied = cl.negations(line, masked, clauses, found, gold.golds) + [(m.start(), m.end()) for m in cl.STRUCK.finditer(line)]
+    denied = cl.negations(line, masked, clauses, found, [*gold.golds, *(i for g in gold.golds for i in shape.list_items(g))]) + [(m.start(), m.end()) for m in cl.STRUCK.finditer(line)]
     status = {id(c): cl.status(c, line, masked, clauses, denied, found) for c in found}
     asserted = [c for c in found if status[id(c)] == "asserted"]
     free = cl.asserted_mask(line, clauses, denied)
     q_tokens = tokens(question)
     matched: list[Candidate] = []
     spans: list[tuple[int, int]] = []  # where the gold is asserted in the line
-    gold_hit, textual_only = None, True
+    gold_hit, textual_only, listed, alternatives = None, True, False, None
     for g, ps in gold.parts.items():
+        if items := shape.list_items(g):  # a gold that is a list: each item asserted, in any order
+            where = [_item(item, asserted, line, free, found, gold) for item in items]
+            if all(where):
+                gold_hit, listed = gold_hit or g, True
+                textual_only = textual_only and not all(cand.find(fold(item)) for item in items)
+                spans += [s for w in where for s in w]
+                if shape.as_alternatives(line, sorted(w[0] for w in where)):
+                    alternatives = f"offers the items of {g!r} as alternatives"
+            continue
         hits = [next((c for c in asserted if any(values.asserts(x, y, gold.units) for x in c.views() for y in p.views())), None) for p in ps]
         textual = not any(p.kind in cl.TYPED_ONLY for p in ps)  # names and model ids may match as words too ("scott martens")
         if ps and all(hits):
@@ -236,9 +247,13 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     for c in found:  # a bound or total the gold breaks is another answer ("35%, or more than 40%")
         if status[id(c)] == "context" and gold.competes(c, nouns) and not _within(c, cl.context(c, masked, found), gold):
             v.contradicting.append(c.text)
-    if gold_hit is not None and (gold.names or gold.untyped):  # alternatives joined to the gold ("Berlin or Munich")
-        v.contradicting += [t for t in _coordinated(line, spans, found, status, gold, lowercase=textual_only, q_tokens=q_tokens)
-                            if t not in v.contradicting]
+    if gold_hit is not None and (gold.names or gold.untyped or listed):  # alternatives joined to the gold ("Berlin or Munich")
+        v.contradicting += [t for t in _coordinated(line, spans, found, status, gold, lowercase=textual_only, q_tokens=q_tokens,
+                                                    listed=listed) if t not in v.contradicting]
+    if listed:  # a list gold: an item of the claim's own list that is no gold item is one too many ("- red\n- green\n- yellow")
+        v.contradicting += [t for t in shape.extra_items(line, gold.golds) if t not in v.contradicting]
+    if alternatives:
+        v.contradicting.append(alternatives)
     for c in cl.bare_items(line, found):  # a list's items are alternatives: a person and an entity compete ("- Han Xiao\n- Engineering Group")
         if status[id(c)] in ("asserted", "offered") and gold.competes(c, nouns, names=True) and not gold.agrees(c) \
                 and not _echo(c, q_tokens) and c.text not in v.contradicting:
@@ -283,6 +298,18 @@ def _past_preamble(line: str, after: str, gold: Gold, question: str) -> tuple[st
     return line, after
 
 
+def _item(item: str, asserted: list[Candidate], line: str, free: str, found: list[Candidate], gold: Gold) -> list[tuple[int, int]]:
+    """Where one item of a list gold is asserted: by its typed parts (each asserted by a candidate) or, when it has no number,
+    date or time, by its words in the asserted text; [] when it is not."""
+    parts = cand.find(fold(item))
+    hits = [next((c for c in asserted if any(values.asserts(x, y, gold.units) for x in c.views() for y in p.views())), None) for p in parts]
+    if parts and all(hits):
+        return sorted((h.start, h.end) for h in hits)
+    if any(p.kind in cl.TYPED_ONLY for p in parts):
+        return []
+    return sorted(cl.textual(line, item, free, found))
+
+
 def _within(c: Candidate, side: str, gold: "Gold") -> bool:
     """A bound the gold satisfies ("more than 30%" beside 35%); one it breaks ("more than 40%") contradicts it."""
     for p in gold.views:
@@ -311,14 +338,15 @@ def _within(c: Candidate, side: str, gold: "Gold") -> bool:
 
 
 def _coordinated(line: str, spans: list[tuple[int, int]], found: list[Candidate], status: dict, gold: Gold, lowercase: bool,
-                 q_tokens: list[str]) -> list[str]:
+                 q_tokens: list[str], listed: bool = False) -> list[str]:
     """Alternatives joined to the gold by "and", "or", "&", "/" ("Berlin or Munich", "Jina AI and Elastic", "granite and
-    sandstone"), or by commas in a list that has such a join; for a name written in capitals, capitalised items only."""
+    sandstone"), or by commas in a list that has such a join (or any comma, when the gold is itself a list); for a name
+    written in capitals, capitalised items only."""
     capitals = gold.names and not (lowercase and not gold.untyped)
     item_re = cl.CAP_ITEM if capitals and not lowercase else cl.ANY_ITEM
     out: list[str] = []
     for s, e in spans:
-        items = cl.chain(line, s, e, item_re, commas=lowercase and gold.names)
+        items = cl.chain(line, s, e, item_re, commas=(lowercase and gold.names) or listed)
         if item_re is cl.CAP_ITEM:  # a name written in lower case beside a capitalised gold ("Scott Martens and han xiao")
             items += [i for i in cl.chain(line, s, e, cl.ANY_ITEM, commas=False) if cl.lower_name(i[2]) and i not in items]
         if gold.names and (more := cl.MORE_AUTHORS.match(line, e)):

@@ -47,6 +47,10 @@ _SCALE_WORDS = {
 COMPARATIVES = {w: (scale, d) for scale, sides in _SCALE_WORDS.items() for d, words in zip((1, -1), sides) for w in words.split()}
 _VERBS = frozenset("exceeds exceeded surpasses surpassed outranks outranked tops topped beats beat beaten outnumbers outnumbered outweighs "
                    "outweighed dwarfs dwarfed trails trailed predates predated precedes preceded follows followed postdates postdated".split())
+_LIST_JOIN = re.compile(r"\s(?:and|&|plus)\s|;", re.I)
+_LIST_COMMA = re.compile(r",\s")
+_LIST_SPLIT = re.compile(r"\s*(?:,\s*(?:and\s+|&\s*)?|;\s*|\s(?:and|&|plus)\s)\s*", re.I)
+_OR = re.compile(r"\s*,?\s*(?:or|and/or)\s+|\s*/\s*", re.I)
 _GENERIC = frozenset("more most less least fewer fewest".split())
 _PASSIVE = re.compile(r"\s+by\b", re.I)
 _WORDS = re.compile(r"[^\W\d_]+(?:['\u2019][a-z]+)?")
@@ -64,6 +68,40 @@ def comparison_options(question: str) -> Optional[tuple[str, str]]:
         return None
     a, b = (re.sub(r"^(?:the|a|an)\s+", "", x.strip(" '\"“”"), flags=re.I) for x in (m[1], m[2]))
     return (a, b) if a and b and tokens(a) != tokens(b) else None
+
+
+def list_items(gold: str) -> list[str]:
+    """The items of a gold that is a list ("red, green, blue", "Scott Martens and Han Xiao", "768 and 1024"): split at "and",
+    "&", ";" or commas, when it has such a join or two commas or more; each item a short phrase. [] for any other gold (one
+    comma is an apposition: "Washington, D.C.", "Little Vell, 1856"; "41,200" is a number)."""
+    text = (gold or "").strip()
+    if not (_LIST_JOIN.search(text) or len(_LIST_COMMA.findall(text)) >= 2):
+        return []
+    from .candidates import find
+
+    values = [(c.start, c.end) for c in find(text)]
+    if any(a < m.start() < b or a < m.end() < b for m in _LIST_SPLIT.finditer(text) for a, b in values):
+        return []  # the comma or "and" belongs to one value ("Tuesday, April 16, 2024", "two thousand and five")
+    items = [i.strip(" .") for i in _LIST_SPLIT.split(text)]
+    if len(items) < 2 or any(not i or len(i.split()) > 4 for i in items):
+        return []
+    return items
+
+
+def as_alternatives(line: str, starts: list[tuple[int, int]]) -> bool:
+    """The list's items (their first spans, in order) are joined as alternatives: "X or Y", "X and/or Y", "X/Y", "either X..."."""
+    if starts and re.search(r"\beither\s*$", line[: starts[0][0]], re.I):
+        return True
+    return any(_OR.fullmatch(line[a[1]:b[0]]) for a, b in zip(starts, starts[1:]) if a[1] <= b[0])
+
+
+def extra_items(line: str, golds: list[str]) -> list[str]:
+    """The short items of the claim's own list (what grading/answer.py joined with "; ") that are no item of a gold."""
+    parts = [p.strip(" .*_-") for p in line.split("; ")]
+    if len(parts) < 2:
+        return []
+    allowed = [set(tokens(i)) for g in golds for i in (list_items(g) or [g])]
+    return [p for p in parts if p and len(p.split()) <= 4 and tokens(p) and not any(set(tokens(p)) <= a for a in allowed)]
 
 
 def comparative(text: str, start: int = 0, generic: bool = True) -> Optional[tuple[str, int, int, int]]:

@@ -207,3 +207,47 @@ BOUNDS = [
 @pytest.mark.parametrize("answer,golds,question,expected", BOUNDS)
 def test_comparative_bounds_and_a_no_that_opens_a_sentence(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+RGB, CITIES, PAIR = ["red, green, blue"], ["Paris, London, Berlin"], ["Scott Martens and Han Xiao"]
+LISTS = [
+    # a gold that is a list: every item, in any order, nothing else, and not as alternatives
+    ("blue, green, red", RGB, "", True),
+    ("red, green and blue", RGB, "", True),
+    ("Red, Green, Blue", RGB, "", True),
+    ("- blue\n- red\n- green", RGB, "", True),
+    ("The colours are green, blue and red.", RGB, "", True),
+    ("red, green, blue", RGB, "", True),
+    ("red, green, blue, yellow", RGB, "", False),
+    ("- blue\n- red\n- green\n- yellow", RGB, "", False),
+    ("red, green", RGB, "", False),
+    ("red, green or blue", RGB, "", False),
+    ("not red, but green and blue", RGB, "", False),
+    ("green and blue, not red", RGB, "", False),
+    ("Paris, London and Berlin", CITIES, "", True),
+    ("Berlin, Paris, London", CITIES, "", True),
+    ("Paris, London, Berlin, Rome", CITIES, "", False),
+    ("Paris and London", CITIES, "", False),
+    ("Scott Martens or Han Xiao", PAIR, "", False),
+    ("Either Scott Martens or Han Xiao", PAIR, "", False),
+    ("Scott Martens and/or Han Xiao", PAIR, "", False),
+    ("Han Xiao and Scott Martens", PAIR, "", True),
+    ("Scott Martens", PAIR, "", False),
+    ("768 or 1024", ["768 and 1024"], "", False),
+    ("1024 and 768", ["768 and 1024"], "", True),
+    ("Jina AI", ["Jina AI, Elastic and Weaviate"], "", False),  # a typed part of a list is not the list
+    ("Jina AI, Elastic and Weaviate", ["Jina AI, Elastic and Weaviate"], "", True),
+    ("Weaviate, Jina AI and Elastic", ["Jina AI, Elastic and Weaviate"], "", True),
+    # not lists: one comma is an apposition, a comma in a number groups digits
+    ("Washington, D.C.", ["Washington, D.C."], "", True),
+    ("41,200 visitors", ["41,200"], "", True),
+    ("Little Vell, first lit in 1856.", ["Little Vell, 1856", "Little Vell"], "", True),
+    ("2024-04-16", ["Tuesday, April 16, 2024"], "", True),  # commas inside one value split nothing
+    ("2005", ["two thousand and five"], "", True),
+    ("Pride and Prejudice", ["Pride and Prejudice"], "", True),
+    ("Pride and Prejudice and Zombies", ["Pride and Prejudice"], "", False),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", LISTS)
+def test_a_list_gold_wants_every_item_and_no_other(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
