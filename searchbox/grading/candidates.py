@@ -10,7 +10,9 @@ Kinds, found in this order (a later kind never overlaps an earlier one):
 - number: digits with separators, decimals and a sign ("minus 12"), scientific notation ("6.02e23", "10^6"),
   or number words ("twenty-one", "a million"; "one" only where it counts something or stands alone), with a
   scale ("1.54B", "570 million", "€1,2 Mio.", "$1.2m") and then a unit (m, ft, %, GB, m², km/h, °C, a
-  currency...) or the noun it counts ("768 dimensions", "8,192 tokens"). A bare four-digit 1800..2099 with
+  currency, its symbol after the amount too: "5 €"; a "$" amount followed by a dollar's code is in that dollar: "$5
+  AUD") or the noun it counts ("768 dimensions", "8,192 tokens"); a decimal comma where money, a scale or a unit
+  follows ("38,4 m"), thousands grouped by commas, thin spaces or apostrophes ("1'234'567"). A bare four-digit 1800..2099 with
   neither is a year (a date), and may also be a count unless a date word comes before it ("in 2023");
   Not numbers: ordinals ("1st"), versions ("3.1.2"), labels ("Part 3", "v2", "[1]", "#4", "top 10", "No. 5"; a "No." that
   opens a sentence is an answer: "41 m? No. 38.4 m"),
@@ -57,11 +59,15 @@ class Candidate:
 
 # ---- numbers ------------------------------------------------------------------------------------
 _NUM = re.compile(r"(?<![\w.$£€¥₹])(?P<sign>[-\u2212](?=\d)|\bminus\s+(?=\d))?(?P<cur>(?:US|AU|A|CA|C|NZ|HK|S)?[$£€¥₹]\s?)?"
-                  r"(?P<int>\d{1,3}(?:[,\u00a0\u202f\u2009]\d{3})+(?![\d])|\d+)(?P<frac>\.\d+)?(?P<more>\.\d+)?")
+                  r"(?P<int>\d{1,3}(?:[,\u00a0\u202f\u2009'\u2019]\d{3})+(?![\d])|\d+)(?P<frac>\.\d+)?(?P<more>\.\d+)?")
 _DECIMAL_COMMA = re.compile(r",(\d{1,2})(?![\d,])")
-_DECIMAL_COMMA_SAYS = re.compile(r"\s?(?:%|°|€|(?:mio|mrd|tsd|million|billion|thousand|euro|eur)\b)", re.IGNORECASE)
-_SUFFIX = re.compile(r"(?:[kcm]?m|ft|mi)[23](?![\w])|[^\W\d_]+|%|°[CFcf]?")
-_NEXT_WORD = re.compile(r"(?:\s*-\s*|\s+)(?P<w>(?:[kcm]?m|ft|mi)[23](?![\w])|[^\W\d_][\w'\u2019]*|%|°[CFcf]?)")
+# a decimal comma says so by what follows it: money, a scale or a unit ("€1,2 Mio.", "3,5 %", "38,4 m")
+_DECIMAL_COMMA_SAYS = re.compile(r"\s?(?:%|°|[$£€¥₹]|(?:mio|mrd|tsd|million|billion|thousand|"
+                                 + "|".join(re.escape(u) for u in sorted({*UNITS, *CURRENCY} - {"%", "°"}, key=len, reverse=True)
+                                            if u[0].isalpha()) + r")(?![\w]))", re.IGNORECASE)
+_SUFFIX = re.compile(r"(?:[kcm]?m|ft|mi)[23](?![\w])|[^\W\d_]+|%|°[CFcf]?|[$£€¥₹](?!\s?\d)")
+_NEXT_WORD = re.compile(r"(?:\s*-\s*|\s+)(?P<w>(?:[kcm]?m|ft|mi)[23](?![\w])|[^\W\d_][\w'\u2019]*|%|°[CFcf]?|[$£€¥₹](?!\s?\d))")
+_DOLLAR_CODE = re.compile(r"\s*(usd|aud|cad|nzd|hkd|sgd)\b", re.IGNORECASE)  # "$5 AUD": the code names the dollar
 _PER = re.compile(r"(?:\s*/\s*|\s+per\s+)(?P<w>[^\W\d_]+)\b")
 _SCALE_SUFFIX = {"k": 3, "m": 6, "b": 9, "t": 12, "bn": 9, "mn": 6, "tn": 12}
 _YEAR_BEFORE = re.compile(r"\b(?:in|since|during|by|from|until|till|of|before|after|circa|c\.|ca\.|early|mid|late|year|spring|summer|"
@@ -206,7 +212,7 @@ def _numbers(text: str, taken: list[tuple[int, int]]) -> list[Candidate]:
             continue  # a citation marker
         unit = None
         if m is not None:
-            value = Decimal(re.sub(r"[,\u00a0\u202f\u2009]", "", m["int"]) + (m["frac"] or ""))
+            value = Decimal(re.sub(r"[,\u00a0\u202f\u2009'\u2019]", "", m["int"]) + (m["frac"] or ""))
             value = -value if m["sign"] else value
             if m["cur"]:
                 unit = CURRENCY[m["cur"].strip().lower()]
@@ -238,6 +244,8 @@ def _numbers(text: str, taken: list[tuple[int, int]]) -> list[Candidate]:
             elif w and w["w"] in ("K", "M", "B", "T") and text[pos:w.start("w")].isspace():  # "597 M parameters"
                 scale, binary, pos = _SCALE_SUFFIX[w["w"].lower()], w["w"] == "K", w.end()
         noun = None
+        if m is not None and (m["cur"] or "").strip() == "$" and (code := _DOLLAR_CODE.match(text, pos)):
+            unit, pos = CURRENCY[code[1].lower()], code.end()
         if unit is None:
             unit, noun, pos = _unit_at(text, pos)
         if lone and not (scale or unit or noun or _alone(text, start, pos)):

@@ -9,7 +9,7 @@ Both sides (answer and gold) go through the same steps, in this order:
    ("nоt" with a Cyrillic о = "not"; "Москва" is left);
 2. digit-group separators dropped ("41,200", "41 200" with a thin/no-break space, "41'200"; a plain space is
    no separator: "768 512 256" is a list); a decimal comma is read as a point where it cannot be a group
-   separator and says it is money or a measure ("€1,2 Mio.", "3,5 %"); dotted initialisms lose their dots
+   separator and says it is money or a measure ("€1,2 Mio.", "3,5 %", "38,4 m"); dotted initialisms lose their dots
    ("D.C." = "DC");
 3. license names become their SPDX identifier ("Apache License, Version 2.0" = "Apache 2" = "Apache-2.0",
    "Creative Commons Attribution-NonCommercial 4.0 International" = "CC BY-NC 4.0" = "CC-BY-NC-4.0",
@@ -62,7 +62,7 @@ from decimal import Decimal, InvalidOperation
 
 from . import licenses
 
-NORMALIZER_VERSION = "norm-6"  # norm-6: invisible format characters dropped, Cyrillic/Greek look-alikes read as Latin
+NORMALIZER_VERSION = "norm-6"  # norm-6: invisible format characters dropped, Cyrillic/Greek look-alikes read as Latin, "38,4 m"
 
 _GROUP_SEP = re.compile(r"(?<=\d)[,\u00a0\u202f\u2009'\u2019](?=\d{3}(?!\d))")
 _SCALE_LETTER = re.compile(r"(?<=\d)(K|k|M|B|b|T)\b")
@@ -184,7 +184,8 @@ _SUPERSCRIPT = re.compile("(?<=[0-9])([\u207b\u00b9\u00b2\u00b3\u2070\u2074-\u20
 _SUPER_DIGITS = str.maketrans("\u207b\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079", "-1230456789")
 _UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue"})
 _INITIALISM = re.compile(r"\b(?:[A-Za-z]\.){2,}(?![A-Za-z])")
-_DECIMAL_COMMA = re.compile(r"(?<![\d.,])((?:[$£€¥₹]\s?)?\d+),(\d{1,2})(?![\d,])(?=\s?(?:%|°|€|(?:mio|mrd|tsd|million|billion|thousand|euro|eur)\b))"
+_DECIMAL_COMMA = re.compile(r"(?<![\d.,])((?:[$£€¥₹]\s?)?\d+),(\d{1,2})(?![\d,])(?=\s?(?:%|°|€|(?:mio|mrd|tsd|million|billion|thousand|euro|eur|"
+                            + "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True) if u[0].isalpha()) + r")\b))"
                             r"|(?<![\d.,])([$£€¥₹]\s?\d+),(\d{1,2})(?![\d,])", re.IGNORECASE)
 _MONEY_M = re.compile(r"((?:[$£€¥₹]|\b(?:usd|eur|gbp|jpy|chf)\s?)\d+(?:\.\d+)?)\s?(m|mn|bn|b|k)\b"
                       r"|(?<![\w.])(\d+(?:\.\d+)?)\s?(m|mn|bn|k)(?=\s+(?:dollars?|euros?|pounds?|usd|eur|gbp)\b)", re.IGNORECASE)

@@ -251,3 +251,35 @@ LISTS = [
 @pytest.mark.parametrize("answer,golds,question,expected", LISTS)
 def test_a_list_gold_wants_every_item_and_no_other(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+FORMATS = [
+    # a currency symbol after the amount, as much of Europe writes it
+    ("5 €", ["€5"], "", True),
+    ("5,00 €", ["€5"], "", True),
+    ("5€", ["€5"], "", True),
+    ("1,2 Mio. €", ["€1.2 million"], "", True),
+    ("5 €", ["$5"], "", False),
+    ("5 € or 6 €", ["€5"], "", False),
+    # a "$" amount followed by the code of its dollar
+    ("$5 AUD", ["$5"], "", False),
+    ("$5 AUD", ["A$5"], "", True),
+    ("$5 CAD", ["5 Canadian dollars"], "", True),
+    ("$5 USD", ["$5"], "", True),
+    ("$5", ["$5"], "", True),
+    # a decimal comma before a unit, as before "%" and money
+    ("38,4 m", GANNET, "", True),
+    ("38,4 metres", GANNET, "", True),
+    ("12,5 kg", ["12.5 kg"], "", True),
+    ("38,4 km", GANNET, "", False),
+    ("1,200 m", ["1200 m"], "", True),  # three digits after the comma group thousands
+    ("3,5 %", ["3.5%"], "", True),
+    # an apostrophe groups thousands (Swiss style), as the normaliser already read it
+    ("1'234'567", ["1234567"], "", True),
+    ("1\u2019234\u2019567 visitors", ["1,234,567"], "", True),
+    ("1'234'568", ["1234567"], "", False),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", FORMATS)
+def test_number_and_currency_formats(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
