@@ -86,7 +86,7 @@ down into onto out off not no nor but so if while each every all any some more l
 do does did will would can could should may might must shall times x""".split())
 # what a unit measures and its size in the dimension's base unit (a compound "a/b" divides them: km/h, g/mol)
 DIMENSIONS = {"m": ("length", 1), "km": ("length", 1000), "cm": ("length", Decimal("0.01")), "mm": ("length", Decimal("0.001")),
-              "ft": ("length", Decimal("0.3048")), "inch": ("length", Decimal("0.0254")), "mi": ("length", Decimal("1609.344")),
+              "ft": ("length", Decimal("0.3048")), "yd": ("length", Decimal("0.9144")), "inch": ("length", Decimal("0.0254")), "mi": ("length", Decimal("1609.344")),
               "kg": ("mass", 1), "g": ("mass", Decimal("0.001")), "mg": ("mass", Decimal("0.000001")), "t": ("mass", 1000),
               "lb": ("mass", Decimal("0.45359237")), "oz": ("mass", Decimal("0.028349523125")),
               "s": ("time", 1), "ms": ("time", Decimal("0.001")), "min": ("time", 60), "h": ("time", 3600), "day": ("time", 86400),

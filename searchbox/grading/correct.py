@@ -64,7 +64,8 @@ following", or a heading that restates the question) introduces the next line, u
    repeat the question's is no claim ("the model jina-clip-v2 ..."). A yes/no gold wants the claim to open
    with that word (or say only it in a clause), unhedged, and never the other.
 A wrong unit ("38.4 feet" for "38.4 metres") asserts nothing and contradicts the gold; a gold that counts
-things ("12 lighthouses") is not asserted by a measure ("12 km").
+things ("12 lighthouses") is not asserted by a measure ("12 km"), nor a measure (or its bare alias "38.4") by a number that
+counts things in the plural ("38.4 storeys").
 """
 
 from __future__ import annotations

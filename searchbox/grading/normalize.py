@@ -140,7 +140,7 @@ CURRENCY = {"$": "usd", "usd": "usd", "dollar": "usd", "dollars": "usd", "£": "
 _UNIT_NAMES = {
     "m": "m metre metres meter meters", "km": "km kilometre kilometres kilometer kilometers kms",
     "cm": "cm centimetre centimetres centimeter centimeters", "mm": "mm millimetre millimetres millimeter millimeters",
-    "ft": "ft foot feet", "inch": "inch inches", "mi": "mi mile miles", "kg": "kg kilogram kilograms kilo kilos kgs",
+    "ft": "ft foot feet", "yd": "yd yds yard yards", "inch": "inch inches", "mi": "mi mile miles", "kg": "kg kilogram kilograms kilo kilos kgs",
     "g": "g gram grams", "mg": "mg milligram milligrams", "t": "tonne tonnes", "lb": "lb lbs", "oz": "oz ounce ounces",
     "%": "% percent pct", "s": "s sec secs second seconds",
     "ms": "ms millisecond milliseconds", "min": "min mins minute minutes", "h": "h hr hrs hour hours",

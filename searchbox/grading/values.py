@@ -8,11 +8,15 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 from . import candidates as cand
 from .candidates import Candidate, Quantity
 from .normalize import PERIODS
+
+
+_PLURAL = re.compile(r"[^\W\d_]{2,}(?<!s)s$")  # what a number counts, in the plural ("storeys", "points"; not "glass")
 
 
 def half_ulp(d: Decimal) -> Decimal:
@@ -38,6 +42,9 @@ def asserts(c: Candidate, g: Candidate, units: set[str]) -> bool:
     if c.kind != g.kind:
         return False
     if c.kind == "number":
+        measure = g.value.unit or (next(iter(units)) if len(units) == 1 else None)
+        if measure and not g.value.noun and c.value.noun and not c.value.unit and _PLURAL.search(c.text):
+            return False  # "38.4 storeys" counts things: no bare "38.4" of a gold measured in metres
         return states_number(c.value, g.value, units)
     if c.kind == "date":
         return all(gv is None or cv == gv or (isinstance(gv, str) and cv in PERIODS.get(gv, ())) for cv, gv in zip(c.value, g.value))

@@ -283,3 +283,22 @@ FORMATS = [
 @pytest.mark.parametrize("answer,golds,question,expected", FORMATS)
 def test_number_and_currency_formats(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+MEASURES = [
+    # a number that counts things ("yards", "storeys", "points") is no bare alias of a measure ("38.4" for "38.4 metres")
+    ("38.4 yards", GANNET, "", False),
+    ("38.4 yd", GANNET, "", False),
+    ("38.4 storeys", GANNET, "", False),
+    ("38.4 points", GANNET, "", False),
+    ("42.0 yards", GANNET, "", True),  # yards are a length: 38.4 m to as many digits
+    ("42 yards", GANNET, "", False),
+    ("It is 38.4 tall.", GANNET, "", True),  # an adjective counts nothing
+    ("38.4 according to the card", GANNET, "", True),
+    ("38.4", GANNET, "", True),
+    ("12 towers", ["12 lighthouses"], "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", MEASURES)
+def test_a_count_of_things_is_no_measure(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
