@@ -24,9 +24,9 @@ Both sides (answer and gold) go through the same steps, in this order:
    before a number that follows no word ("-5 °C");
 7. dates become "year month day": ISO dates, ISO timestamps with a time and a zone (the date as
    written: "2024-04-16T16:19:47.000+02:00" = "2024-04-16"), dates in words with or without a weekday
-   and an ordinal ("Tuesday, 16th April 2024" = "April 16, 2024" = "2024-04-16"), month and year, and
-   day/month/year or month/day/year in digits when only one reading is a date ("16/04/2024"; "04/05/2024"
-   is left as numbers); ordinal words read as days ("the sixteenth of April 2024"); periods of a year
+   and an ordinal ("Tuesday, 16th April 2024" = "April 16, 2024" = "16-Apr-2024" = "2024-04-16"), month and year,
+   and day/month/year or month/day/year in digits, with slashes, dots or dashes, when only one reading is a date
+   ("16/04/2024", "16-04-2024"; "04/05/2024" is left as numbers); ordinal words read as days ("the sixteenth of April 2024"); periods of a year
    become "year period": quarters ("Q3 2024" = "third quarter of 2024" = "2024 Q3"), halves ("H1 2024"),
    fiscal years ("FY2023" = "FY 2023" = "fiscal 2023", never the calendar year), "early"/"mid"/"late"
    ("mid-2024") and seasons ("summer 2024"); times of day with am/pm become 24-hour ("4:19 pm" = "16:19");
@@ -85,10 +85,10 @@ _ORD = rf"(\d{{1,2}}(?:st|nd|rd|th)?|{_ORD_WORDS})"
 _WEEKDAY = r"(?:(?:mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?\.?,?\s+(?:the\s+)?)?"
 _TIME = r"(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?(?:z|utc|[+-]\d{2}(?::?\d{2})?))?)?"
 _DATE_ISO = re.compile(rf"\b{_WEEKDAY}(\d{{4}})[-/.](\d{{1,2}})[-/.](\d{{1,2}}){_TIME}(?![\d:])", re.IGNORECASE)
-_DATE_DMY = re.compile(rf"\b{_WEEKDAY}{_ORD}\s+(?:of\s+)?{_MON},?\s+(\d{{4}})\b", re.IGNORECASE)
+_DATE_DMY = re.compile(rf"\b{_WEEKDAY}{_ORD}(?:\s+(?:of\s+)?|-){_MON}(?:,?\s+|-)(\d{{4}})\b", re.IGNORECASE)
 _DATE_MDY = re.compile(rf"\b{_WEEKDAY}{_MON}\s+(?:the\s+)?{_ORD},?\s+(\d{{4}})\b", re.IGNORECASE)
 _DATE_MY = re.compile(rf"\b{_MON},?\s+(\d{{4}})\b", re.IGNORECASE)
-_DATE_NUMERIC = re.compile(r"(?<![\d.])(\d{1,2})([/.])(\d{1,2})\2(\d{4})\b")  # 16/04/2024 or 04/16/2024, when only one reading fits
+_DATE_NUMERIC = re.compile(r"(?<![\d.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4})\b")  # 16/04/2024, 16-04-2024 or 04/16/2024, when only one reading fits
 _Y4 = r"(?P<y>\d{4})\b"
 _NTH = r"(?P<p>first|second|third|fourth|1st|2nd|3rd|4th)"
 _PERIOD_PATTERNS = [(re.compile(pattern, re.IGNORECASE), code) for pattern, code in (  # (pattern, the period's name from the match)

@@ -302,3 +302,17 @@ MEASURES = [
 @pytest.mark.parametrize("answer,golds,question,expected", MEASURES)
 def test_a_count_of_things_is_no_measure(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+DATES = [
+    # day-month-year with dashes, as with slashes and dots
+    ("16-04-2024", ["2024-04-16"], "", True),
+    ("16-Apr-2024", ["2024-04-16"], "", True),
+    ("16-04-2025", ["2024-04-16"], "", False),
+    ("04-05-2024", ["2024-04-05"], "", False),  # either reading is a date: left as numbers, as with slashes
+    ("2024-04-16", ["16-04-2024"], "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", DATES)
+def test_dates_written_with_dashes(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
