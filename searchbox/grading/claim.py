@@ -22,7 +22,7 @@ _PLAIN_NEGATION = re.compile(r"not|never|cannot|neither|nor|none|no|nobody|nothi
 _EXCEPTION = re.compile(r"\b(?:other\s+than|except(?:\s+for)?|besides|apart\s+from|save\s+for|but)\b", re.IGNORECASE)
 _PREDICATE = re.compile(r"not|never|cannot|n['\u2019]t|incorrect|wrong|false|untrue|mistaken|(?:wrong|mistaken|false|erroneous|incorrect)ly"
                         r"|ruled\s+out|by\s+no\s+means", re.IGNORECASE)  # may deny what precedes
-_NOT_NEGATION = re.compile(r"\b(?:not\s+only|not\s+just|not\s+until|not\s+least|not\s+to\s+mention|no\s+doubt|nothing\s+but|"
+NOT_NEGATION = re.compile(r"\b(?:not\s+only|not\s+just|not\s+until|not\s+least|not\s+to\s+mention|no\s+doubt|nothing\s+but|"
                            r"whether\s+or\s+not|whether\b[^,;.!?]{0,80}?\bor\s+not|"
                            r"without\s+(?:a\s+)?doubt|(?:no|not)\s+(?:later|earlier|more|less|fewer|sooner)\s+than)\b", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|might|(?:may|could)\s+be|unsure|uncertain|unclear|not\s+sure|not\s+certain|guess|"
@@ -156,11 +156,11 @@ def retraction(text: str) -> Optional[str]:
 
 def hedged(text: str) -> bool:
     """The text hedges ("Alternatives", "Other possible authors", "Possibly also")."""
-    return bool(_HEDGE.search(_NOT_NEGATION.sub(" ", text)))
+    return bool(_HEDGE.search(NOT_NEGATION.sub(" ", text)))
 
 
 def cue_free(text: str) -> bool:
-    text = _NOT_NEGATION.sub(" ", text)
+    text = NOT_NEGATION.sub(" ", text)
     return not (_NEGATION.search(text) or _HEDGE.search(text) or RETRACT_START.search(text)
                 or RETRACT_ALONE.fullmatch(text.strip(PUNCT)))
 
@@ -181,7 +181,7 @@ def clauses(line: str, masked: str, found: list[Candidate]) -> list[Clause]:
     out = [c for c in out if line[c.start:c.end].strip(PUNCT)] or [Clause(0, len(line))]
     for k, c in enumerate(out):
         text = masked[c.start:c.end].strip(PUNCT)
-        c.hedged = bool(_HEDGE.search(_NOT_NEGATION.sub(" ", text)))
+        c.hedged = bool(_HEDGE.search(NOT_NEGATION.sub(" ", text)))
         if _HEDGE_ALONE.fullmatch(text) and k:  # "Scott Martens (not sure)": the hedge is about the clause before
             out[k - 1].hedged = True
         if RETRACT_ALONE.fullmatch(text) or RETRACT_START.match(text):
@@ -197,7 +197,7 @@ def clauses(line: str, masked: str, found: list[Candidate]) -> list[Clause]:
 def negations(line: str, masked: str, clauses: list[Clause], found: list[Candidate], golds: list[str]) -> list[tuple[int, int]]:
     denied = []
     for cl in clauses:
-        text = _NOT_NEGATION.sub(lambda m: " " * len(m[0]), masked[cl.start:cl.end])
+        text = NOT_NEGATION.sub(lambda m: " " * len(m[0]), masked[cl.start:cl.end])
         lead = len(text) - len(text.lstrip(PUNCT))
         if opener := RETRACT_START.match(text, lead):  # "no wait Scott Martens": the retraction denies what came before, not this
             text = text[:lead] + " " * len(opener[0]) + text[opener.end():]
@@ -353,9 +353,16 @@ def trim(item: str, first: bool) -> str:
     return " ".join(keep) if len(keep) <= ITEM_WORDS else ""
 
 
+# what may stand before a clause's yes or no and leave it that answer: joins, hedges ("probably not", "it might be yes") and
+# copulas ("the answer is no", "it's a no", "I'd say no")
+_SAID_LEAD = re.compile(r"(?:or|and|but|maybe|perhaps|possibly|probably|likely|then|also|so|though|although|"
+                        r"it\s+(?:might|may|could)\s+(?:also\s+)?be|the\s+answer\s+is|it['\u2019]?s\s+a|it\s+is\s+a|"
+                        r"i\s+(?:think|guess|would\s+say)|i['\u2019]d\s+say)\s+")
+
+
 def said(text: str) -> Optional[str]:
     """"yes"/"no" when a clause says only that ("or no", "maybe not"), else None."""
     t = text.strip(PUNCT).lower()
-    while (m := re.match(r"(?:or|and|but|maybe|perhaps|possibly|then|also|so)\s+", t)):
+    while (m := _SAID_LEAD.match(t)):
         t = t[m.end():]
     return "yes" if t in YES else "no" if t in NO or t == "not" else None

@@ -62,7 +62,8 @@ following", or a heading that restates the question) introduces the next line, u
    "v3") competes with short alternatives joined to it the same way ("granite and sandstone"); a name the
    answer writes in lower case competes with what is joined to it, commas included. A candidate whose words
    repeat the question's is no claim ("the model jina-clip-v2 ..."). A yes/no gold wants the claim to open
-   with that word (or say only it in a clause), unhedged, and never the other.
+   with that word (or say only it in a clause: "the answer is no", "it's a no"), unhedged, and never the other (a clause
+   "probably not" or "it might be yes" says the other).
 A wrong unit ("38.4 feet" for "38.4 metres") asserts nothing and contradicts the gold; a gold that counts
 things ("12 lighthouses") is not asserted by a measure ("12 km"), nor a measure (or its bare alias "38.4") by a number that
 counts things in the plural ("38.4 storeys").
@@ -379,7 +380,7 @@ def _polar_verdict(line: str, masked: str, clauses: list[cl.Clause], polar: str,
     """A yes/no gold: the claim opens with that answer (or says it alone in a clause: "Not really, no."), committed, and never
     answers the other way or takes it back."""
     said = lambda c: cl.said(masked[c.start:c.end])
-    words = [w.lower() for w in re.findall(r"[^\W\d_]+", masked)]
+    words = [w.lower() for w in re.findall(r"[^\W\d_]+", cl.NOT_NEGATION.sub(" ", masked))]  # "No doubt, yes." opens with yes
     first = "yes" if words and words[0] in cl.YES else "no" if words and words[0] in cl.NO else None
     k = 0
     if first is None:

@@ -316,3 +316,24 @@ DATES = [
 @pytest.mark.parametrize("answer,golds,question,expected", DATES)
 def test_dates_written_with_dashes(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+POLAR = [
+    # yes/no said in a sentence, taken back with a hedge, or after "no doubt"
+    ("The answer is no.", ["no"], "", True),
+    ("It's a no.", ["no"], "", True),
+    ("The answer is yes.", ["yes"], "", True),
+    ("The answer is yes.", ["no"], "", False),
+    ("No doubt, yes.", ["yes"], "", True),
+    ("Yes, probably not.", ["yes"], "", False),
+    ("yes (probably not)", ["yes"], "", False),
+    ("No, although it might be yes.", ["no"], "", False),
+    ("I'd say no, but it could be yes.", ["no"], "", False),
+    ("Yes - no doubt.", ["yes"], "", True),
+    ("Yes, probably.", ["yes"], "", True),
+    ("Yes, no other license applies.", ["yes"], "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", POLAR)
+def test_yes_or_no_said_in_a_sentence_or_taken_back(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
