@@ -337,3 +337,25 @@ POLAR = [
 @pytest.mark.parametrize("answer,golds,question,expected", POLAR)
 def test_yes_or_no_said_in_a_sentence_or_taken_back(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+
+@pytest.mark.parametrize("line,value", [
+    # a confidence out of a scale was read as a percentage ("9/10" as 9%)
+    ("Confidence: 9/10", 0.9),
+    ("Confidence: 8 / 10", 0.8),
+    ("Confidence level: 3/5", 0.6),
+    ("Confidence: 7 out of 10", 0.7),
+    ("Confidence: 90 out of 100", 0.9),
+    ("Confidence: 12/10", None),  # more than the scale states none
+    ("Confidence: 9/0", None),
+    # already right, kept
+    ("Confidence: 0.9", 0.9),
+    ("Confidence: 90%", 0.9),
+    ("**Confidence:** 85%", 0.85),
+    ("Confidence: high", None),
+])
+def test_a_confidence_out_of_a_scale(line, value):
+    from searchbox.grading.calibration import stated_confidence
+
+    got = stated_confidence(f"Scott Martens\n\n{line}")
+    assert got == pytest.approx(value) if value is not None else got is None
