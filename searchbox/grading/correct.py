@@ -3,7 +3,8 @@
 What it reads is the *claim* (grading/answer.py): the answer part's first line, joined with what it
 introduces when it ends in a colon and with the rest of its list when it is a list item (its first
 CLAIM_CHARS characters), and, after it, the values standing alone on lines of their own (an answer
-that lists alternatives line by line offers them all) or listed after a hedging label ("Alternatives: 41 m"). A later
+that lists alternatives line by line offers them all), listed after a hedging label ("Alternatives: 41 m") or on a line
+that opens with "or" or a hedge ("(or 41 m)", "Alternatively, Han Xiao."). A later
 line that takes the claim back is read as its next sentence ("Han Xiao\n\nCorrection: Scott Martens"; one that opens
 softly, "Actually"/"Wait"/"Update:", only when it names a value of the gold's kinds: `_corrections`). A first line that states nothing (no candidate of
 the gold's kinds, no gold, no negation, hedge or retraction: "Based on the documents, I found the
@@ -88,6 +89,7 @@ CORRECT_VERSION = "correct-4"  # correct-4: comparisons read in their direction,
 CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
 BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value
+_OFFERS = re.compile(r"(?:or|alternatively|otherwise|maybe|perhaps|possibly)\b", re.IGNORECASE)  # a later line that offers
 PREAMBLE_LINES = 3  # lines before the answer that state nothing ("Based on the documents, I found the following")
 
 @dataclass
@@ -115,14 +117,18 @@ def correct(claim: str, golds: list[str], question: str = "", after: str = "") -
 
 def bare_values(after: str) -> list[Candidate]:
     """Values on lines of their own after the claim ("Han Xiao" alone on a line): each line that, markup and
-    punctuation aside, is one candidate and nothing else; and what a line whose label hedges lists ("Alternatives: 41 m",
-    "Other possible authors: Han Xiao, Bo Wang")."""
+    punctuation aside, is one candidate and nothing else; what a line whose label hedges lists ("Alternatives: 41 m",
+    "Other possible authors: Han Xiao, Bo Wang"); and what a line that opens with "or" or a hedge names ("(or 41 m)",
+    "Alternatively, Han Xiao.")."""
     out = []
     for ln in fold(after or "").splitlines()[:BARE_LINES]:
         text = cl.LIST_ITEM_MARK.sub("", ln).strip(cl.PUNCT + "#>")
         label, colon, rest = re.sub(r"[*_`]", "", text).partition(":")
         if colon and 0 < len(label) <= BARE_CHARS and cl.hedged(label):
             out += cand.find(rest[:CLAIM_CHARS])
+            continue
+        if _OFFERS.match(text):  # "or Han Xiao", "Alternatively, 41 m", "Maybe Han Xiao."
+            out += cand.find(text[:CLAIM_CHARS])
             continue
         found = cand.find(text) if 0 < len(text) <= BARE_CHARS else []
         if len(found) == 1 and found[0].start == 0 and found[0].end == len(text):

@@ -359,3 +359,22 @@ def test_a_confidence_out_of_a_scale(line, value):
 
     got = stated_confidence(f"Scott Martens\n\n{line}")
     assert got == pytest.approx(value) if value is not None else got is None
+
+
+ALTERNATIVE_LINES = [
+    # a later line that opens with "or" or a hedge offers what it names, as "X, or maybe Y" does on one line
+    ("Scott Martens\n\n(or Han Xiao)", S, "", False),
+    ("Scott Martens\n\nOr possibly Han Xiao.", S, "", False),
+    ("Scott Martens\n\nAlternatively, Han Xiao.", S, "", False),
+    ("Scott Martens\n\nMaybe Han Xiao.", S, "", False),
+    ("38.4 m\n\n(or 41 m)", GANNET, "", False),
+    ("38.4 m\n\nOr 41 m if you count the mast.", GANNET, "", False),
+    ("Scott Martens\n\nOr, to give his full name, Scott Martens.", S, "", True),
+    ("Scott Martens\n\nIt might have been edited by Han Xiao.", S, "", True),  # hedged prose about someone else stays context
+    ("Scott Martens\n\nOriginally published on the Jina AI blog.", S, "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", ALTERNATIVE_LINES)
+def test_a_later_line_that_opens_with_or_offers_an_alternative(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
