@@ -31,7 +31,11 @@ One definition for every tier, read from what the agent received (the tool messa
   decoding its own base64 after a listdir read no file and show nothing. Distinctive then means found in no other file
   the call read (and no path). For a call that read the gold file, a copy of its passage with lines broken anywhere or
   case changed (`fold -w 40`, `tr a-z A-Z`) shows it too: both sides compared with all whitespace removed and casefolded,
-  CONTEXT_CHARS counted without whitespace. A call whose opens were not observed (no strace, sandbox=none, a run from
+  CONTEXT_CHARS counted without whitespace. A call that also opened files the agent made (under work/, outside dataroom/,
+  no delivered result: its notes, ANSWER.md) may print the agent's own text, typed in pieces or decoded: it shows only
+  lines that name their dataroom file (grep's `path:line:`) and that none of those files holds as the run left them (a
+  forged `path:line:` line in a note is the note's; a note the agent removed cannot be told apart, so holds it).
+  A call whose opens were not observed (no strace, sandbox=none, a run from
   before) is judged by its text and command, as below; `evidence_opens` says which ("observed", "not observed", "mixed").
 - Never evidence: a `read` of a file under work/ outside dataroom/ (the agent's own notes; only the results
   the harness delivered under results/ count: one the delivering tool's own message announced, that no write/edit
@@ -66,9 +70,10 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from ..corpus import markup, safefs
 
-EVIDENCE_VERSION = "evidence-8"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent
+EVIDENCE_VERSION = "evidence-9"  # bump when the definition above changes (6: a delivered result is one the harness announced; none the agent
 #   wrote; 7: a question's `evidence` spans are its passages where they stand in their file (evidence_rule); a gold wrapped over two lines;
-#   8: bash output by its call's observed opens (evidence_opens), and wrapped or case-changed copies from a call that read the gold file)
+#   8: bash output by its call's observed opens (evidence_opens), and wrapped or case-changed copies from a call that read the gold file;
+#   9: a call that also opened files the agent made shows only lines that name their dataroom file and that none of those files holds)
 MIN_CHARS = 20  # shorter text is not specific enough to name a file (gold_content_seen)
 SPAN_CHARS = 40  # long lines are cut into overlapping pieces this long, one every STEP_CHARS, so any view
 STEP_CHARS = 20  # of SPAN_CHARS + STEP_CHARS characters of the line holds a whole piece
@@ -423,6 +428,8 @@ class Output:
     #                                    whose text alone its output can show; None: any file's (not observed, or it read a
     #                                    delivered result)
     observed: Optional[bool] = None  # bash: whether the call's opens were observed (tools.opens); None for other tools
+    own: tuple[str, ...] = ()  # bash, opens observed: the files under work/ it opened that the agent made (outside dataroom/, no
+    #                            delivered result), whose text, printed back, is the agent's own
 
 
 def _content(message: dict) -> str:
@@ -515,18 +522,20 @@ def tool_outputs(trace: Path, opened: Iterable[tuple[str, Optional[list]]] = ())
                         origin = "agent"
                 elif name in AGENT_WRITES:
                     origin = "agent"
-                reads, observed = None, None
+                reads, observed, own = None, None, ()
                 if name == "bash":
                     queue = observations.get(str(message.get("tool_call_id")), [])
                     files = queue.pop(0) if queue else None
                     observed = files is not None
                     if files is not None:  # what the call opened decides, whatever its command names (tools.opens)
-                        delivered = any(f in announced and f not in written and not bash_wrote_results for f in files if DELIVERED.fullmatch(f))
+                        harness = {f for f in files if DELIVERED.fullmatch(f) and f in announced and f not in written and not bash_wrote_results}
+                        own = tuple(sorted(f for f in files if f != "dataroom" and not f.startswith("dataroom/") and f not in harness))
+                        delivered = bool(harness)
                         reads = None if delivered else frozenset(f[len("dataroom/"):] for f in files if f.startswith("dataroom/"))
                         origin = "tool" if delivered or reads else "agent"  # read no dataroom text: printed only its own
                     elif isinstance(args.get("command"), str) and not READS_TREE.search(args["command"]):
                         origin = "agent"  # its output can hold no dataroom text
-                yield Output(int(event.get("turn") or 0), name, _content(message), "\n".join(sent), origin, path, reads, observed)
+                yield Output(int(event.get("turn") or 0), name, _content(message), "\n".join(sent), origin, path, reads, observed, own)
 
 
 def _strings(value) -> Iterator[str]:
@@ -642,10 +651,11 @@ def shows_loosely(p: Passages, text: str, said: str, elsewhere: Callable[[str], 
 
 
 def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Iterable[str] = (), source: Optional[Path] = None,
-            spans: Iterable[dict] = (), opened: Iterable[tuple[str, Optional[list]]] = ()) -> Evidence:
+            spans: Iterable[dict] = (), opened: Iterable[tuple[str, Optional[list]]] = (), work: Optional[Path] = None) -> Evidence:
     """Evidence of one run from its dataroom, its trace and the question's gold answer and aliases (`source`: the dataroom
     the run was given, read only for a gold file gone from its copy; `spans`: the question's `evidence` passages;
-    `opened`: each bash call's observed opens from its tool row, see tool_outputs)."""
+    `opened`: each bash call's observed opens from its tool row, see tool_outputs; `work`: the run's work folder, where the
+    files the agent made are read as they were left, see _shown)."""
     gold = [g for g in dict.fromkeys(gold_files) if g]
     from .normalize import tokens  # here, not at the top: searchbox.grading imports this module
 
@@ -668,7 +678,10 @@ def measure(dataroom: Path, trace: Path, gold_files: Iterable[str], golds: Itera
             ev.bash_observed[out.observed] += 1
         if (not pending and not unseen) or out.origin == "agent":
             continue
-        seen, blocks = views(out.text), attributed(out, r.files)
+        blocks = attributed(out, r.files)
+        if out.own:  # it printed files the agent made too: only lines that name their dataroom file, none the agent's files hold
+            blocks = [(f, t) for f, t in blocks if not _in_own(work, out.own, t)]
+        seen = "\n".join(t for _, t in blocks) if out.own else views(out.text)
         hits = [g for g, p in pending.items() if _shown(r, g, p, out, seen, blocks)]
         for g in hits:
             del pending[g]
@@ -694,11 +707,29 @@ def _shown(r: Room, g: str, p: Passages, out: Output, seen: str, blocks: list[tu
         return False
     if any(r.owner.get(f) == g and shows(p, t, out.sent, None) for f, t in blocks):
         return True
+    if out.own:
+        return False  # the rest of its text may be the agent's own: a note typed in pieces, or decoded, printed back
     if out.reads is None:
         return shows(p, seen, out.sent, partial(r.corpus.elsewhere, mine=r.mine[g]))
     among = out.reads - r.mine[g]
     return shows(p, seen, out.sent, partial(r.corpus.elsewhere_among, among=among)) \
         or shows_loosely(p, out.text, squashed(out.sent), partial(r.corpus.squashed_among, among=among))
+
+
+def _in_own(work: Optional[Path], own: tuple[str, ...], text: str) -> bool:
+    """The text (squashed) is in one of the agent's files a call opened, as the run left them, or cannot be told: no work
+    folder, or a file gone (the agent may have removed the note it printed)."""
+    if work is None:
+        return True
+    needle = squashed(text)
+    for rel in own:
+        st = safefs.lstat(Path(work), rel)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            continue  # a folder opened to list it ("grep -r X results"): no text of its own
+        data = safefs.read_bytes(Path(work), rel, FILE_CAP)
+        if data is None or needle in squashed(data.decode("utf-8", errors="replace")):
+            return True
+    return False
 
 
 def observed_opens(run_dir: Path) -> list[tuple[str, Optional[list]]]:
@@ -724,7 +755,7 @@ def of_run(run_dir: Path, gold_files: Iterable[str], golds: Iterable[str] = (), 
     dataroom = run_dir / "work" / "dataroom" if st is not None and stat.S_ISDIR(st.st_mode) else run_dir / "work" / ".no-dataroom"
     if (run_dir / POINTER).is_file():  # the shared read-only copy the run's work/dataroom showed (corpus.store)
         dataroom = run_dataroom(run_dir)
-    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir), spans, observed_opens(run_dir))
+    return measure(dataroom, run_dir / "trace.jsonl", gold_files, golds, _given(run_dir), spans, observed_opens(run_dir), run_dir / "work")
 
 
 def _given(run_dir: Path) -> Optional[Path]:

@@ -80,5 +80,5 @@ def test_spans_are_validated_in_one_line():
             fields({**base, "evidence": bad})
 
 
-def test_the_evidence_version_is_eight():  # 8: bash by observed opens (test_evidence_opens.py)
-    assert evidence.EVIDENCE_VERSION == "evidence-8"
+def test_the_evidence_version_is_nine():  # 8: bash by observed opens (test_evidence_opens.py); 9: the agent's own files (test_evidence_own_files.py)
+    assert evidence.EVIDENCE_VERSION == "evidence-9"
