@@ -48,7 +48,8 @@ class ClaudeCodeHarness(Harness):
 
     def resume(self, ctx: RunContext, checkpoint: dict) -> None:
         from .install import require
-        from .loop import CHECKPOINT_SESSION, ClaudeCodeRun, restore
+        from ..cli_run import CHECKPOINT_SESSION
+        from .loop import ClaudeCodeRun, restore
 
         state = restore(checkpoint)
         session = None
