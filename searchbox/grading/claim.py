@@ -50,6 +50,10 @@ _BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|,(?=\s)|[()\[\]{}]|\s[-\u2013\u2014]+(?
                        r"|(?<!\banyone)(?<!\banybody)(?<!\banything)\s(?=(?:but|however|whereas|although|though)\b)"
                        r"|\s(?=(?:no\s+wait|i\s+mean|or\s+rather|scratch\s+that)\b)", re.IGNORECASE)
 MARKUP = re.compile(r"</?(?!(?:b|strong|i|em|u|mark|code|sup|sub|br|small|s|del|strike)\b)[a-z][a-z0-9]*\b[^>]*>", re.IGNORECASE)
+# plain HTML elements without attributes that wrap an answer ("<p>Han Xiao</p>"): text, unless other markup is there too
+_BLOCK_WRAPPER = re.compile(r"</?(?:p|div|section|article|blockquote|h[1-6]|li|ul|ol|td|tr|th|table|tbody|thead|answer|center)\s*/?>",
+                            re.IGNORECASE)
+_INLINE_WRAPPER = re.compile(r"</?(?:span|font)\s*>", re.IGNORECASE)
 STRUCK = re.compile(r"~~.+?~~|<(s|del|strike)>.*?</\1>", re.IGNORECASE)
 _QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|\u201c[^\u201d\n]{1,300}\u201d|\u201e[^\u201c\u201d\n]{1,300}[\u201c\u201d]")
 PUNCT = " \t*_\"'`.,!?;:()[]{}-\u2013\u2014"
@@ -97,6 +101,17 @@ class Clause:
     hedged: bool = False
     retracted: bool = False
     colon: bool = False  # ends in a colon: a lead-in to what follows
+
+
+def unwrap(text: str) -> str:
+    """Text with plain HTML wrappers (no attributes) taken off: a block element parts items ("; "), an inline one nothing;
+    unchanged when any other markup (attributes, images, links) is there: then it is a copied document (MARKUP)."""
+    if not (_BLOCK_WRAPPER.search(text) or _INLINE_WRAPPER.search(text)):
+        return text
+    bare = _INLINE_WRAPPER.sub("", _BLOCK_WRAPPER.sub("; ", text))
+    if MARKUP.search(STRUCK.sub("", bare)):
+        return text
+    return re.sub(r"(?:\s*;\s*)+(?=;)", "", re.sub(r"^(?:\s*;\s*)+|(?:\s*;\s*)+$", "", bare, flags=re.M))
 
 
 def bare_items(line: str, found: list[Candidate]) -> list[Candidate]:

@@ -9,7 +9,8 @@ line that takes the claim back is read as its next sentence ("Han Xiao\n\nCorrec
 softly, "Actually"/"Wait"/"Update:", only when it names a value of the gold's kinds: `_corrections`). A first line that states nothing (no candidate of
 the gold's kinds, no gold, no negation, hedge or retraction: "Based on the documents, I found the
 following", or a heading that restates the question) introduces the next line, up to PREAMBLE_LINES. Then:
-1. A claim that is raw document markup (HTML tags other than inline emphasis) asserts nothing.
+1. A claim that is raw document markup (HTML tags other than inline emphasis) asserts nothing; plain elements without
+   attributes that only wrap it ("<p>Han Xiao</p>", "<li>") are taken off first (claim.unwrap), a block one parting items.
 2. Typed candidates are found in it (grading/candidates.py): licenses, dates (and periods: "Q3 2024",
    "FY2023"), times of day, model ids, numbers with their scale and unit or counted noun, people and other
    named entities. The gold and each alias are read the same way: their candidates are the gold's *parts*
@@ -205,8 +206,8 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     if not golds:
         return Verdict(math.nan, "no gold answer")
     gold = Gold.of(golds)
-    line = currency_names(fold(claim or "").strip()[:CLAIM_CHARS])
-    line, after = _past_preamble(line, currency_names(fold(after or "")), gold, question)
+    line = cl.unwrap(currency_names(fold(claim or "").strip()[:CLAIM_CHARS]))
+    line, after = _past_preamble(line, cl.unwrap(currency_names(fold(after or ""))), gold, question)
     line, after = _corrections(line, after, gold)
     if not line:
         return Verdict(0.0, "no answer")

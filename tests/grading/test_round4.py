@@ -378,3 +378,24 @@ ALTERNATIVE_LINES = [
 @pytest.mark.parametrize("answer,golds,question,expected", ALTERNATIVE_LINES)
 def test_a_later_line_that_opens_with_or_offers_an_alternative(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+
+WRAPPERS = [
+    # an answer wrapped in plain HTML elements (no attributes) is text, not a copied document
+    ("<p>Han Xiao</p>", H, "", True),
+    ("<div>Han Xiao</div>", H, "", True),
+    ("<answer>Han Xiao</answer>", H, "", True),
+    ("<p>Not Han Xiao</p>", H, "", False),
+    ("<p>Han Xiao</p><p>Scott Martens</p>", H, "", False),
+    ("<ul><li>Scott Martens</li><li>Han Xiao</li></ul>", S, "", False),
+    ("<span>Scott</span> <span>Martens</span>", S, "", True),
+    # markup with attributes or media is still a copied document
+    ('<span class="kg-bookmark-publisher">Han Xiao</span>', H, "", False),
+    ('<div class="author">Han Xiao</div>', H, "", False),
+    ('<p><img src="x.png">Han Xiao</p>', H, "", False),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", WRAPPERS)
+def test_plain_html_wrappers_are_text(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
