@@ -55,8 +55,9 @@ following", or a heading that restates the question) introduces the next line, u
    to ("0.6B" beside "597M"; a "K" gold is exact: 512 is not "1K") or the same quantity in another unit
    of the same dimension ("126 feet" beside "38.4 metres"). Numbers compete when they are bare or count
    the noun the gold's number counts; a number of another unit or noun ("8,192 tokens" beside a parameter
-   count) is about something else, and so is one in a clause dated otherwise than the question ("in
-   2023?" - "41,200, up from 36,900 in 2022"). A bare year-like number is also a count when it stands
+   count) is about something else, and so is one dated otherwise than the question, by the date right
+   after it or else by its clause's ("in 2023?" - "41,200, up from 36,900 in 2022"; "$1.2 billion in 2023 and $1.5
+   billion in 2024"). A bare year-like number is also a count when it stands
    alone or is listed with numbers ("768 or 2048"). People compete with people, other entities with
    entities; any name competes with a name gold when it is a whole item of a list ("- Han Xiao\n-
    Engineering Group") or joined to the gold by "and", "or", "&", "/", "plus" ("Engineering Group and
@@ -91,6 +92,7 @@ CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list,
 BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value
 _OFFERS = re.compile(r"(?:or|alternatively|otherwise|maybe|perhaps|possibly)\b", re.IGNORECASE)  # a later line that offers
+_OWN_DATE = re.compile(r"\s*(?:\(\s*|,?\s*(?:in|for|during|as\s+of|at\s+the\s+end\s+of)\s+(?:the\s+)?(?:year\s+)?)", re.IGNORECASE)
 PREAMBLE_LINES = 3  # lines before the answer that state nothing ("Based on the documents, I found the following")
 
 @dataclass
@@ -249,7 +251,7 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
                 [c.text for c in found if status[id(c)] == "denied"], context=[c.text for c in found if status[id(c)] == "context"],
                 claim=line)
     nouns = {p.value.noun for p in matched if p.kind == "number" and p.value.noun}
-    other_date = _about_another_date(found, clauses, question)
+    other_date = _about_another_date(line, found, clauses, question)
     v.contradicting = [c.text for c in found if status[id(c)] in ("asserted", "offered") and gold.competes(c, nouns)
                        and not gold.agrees(c) and not _echo(c, q_tokens) and not other_date(c)
                        and not (c.kind in cl.NAMES and shape.explains(line, c.start, c.end, clauses, spans))]
@@ -413,14 +415,18 @@ def _polar_verdict(line: str, masked: str, clauses: list[cl.Clause], polar: str,
     return v
 
 
-def _about_another_date(found: list[Candidate], clauses: list[cl.Clause], question: str):
-    """A test: is candidate c in a clause dated otherwise than the question ("How many visitors in 2023?" -
-    "41,200, up from 36,900 in 2022": 36,900 is about 2022, not a second answer)? Never for dates themselves."""
+def _about_another_date(line: str, found: list[Candidate], clauses: list[cl.Clause], question: str):
+    """A test: is candidate c dated otherwise than the question ("How many visitors in 2023?" - "41,200, up from 36,900 in
+    2022": 36,900 is about 2022, not a second answer)? By the date right after it ("$1.5 billion in 2024", "$1.5 billion
+    (2024)"), else by the dates of its clause. Never for dates themselves."""
     asked = [c for c in cand.find(fold(question)) if c.kind == "date"]
 
     def test(c: Candidate) -> bool:
         if not asked or c.kind == "date":
             return False
+        own = next((d for d in found if d.kind == "date" and d.start >= c.end and _OWN_DATE.fullmatch(line[c.end:d.start])), None)
+        if own is not None:
+            return not any(values.agrees(own, q, set()) for q in asked)
         where = cl.clause_of(c.start, clauses)
         dates = [d for d in found if d.kind == "date" and where is not None and where.start <= d.start < where.end]
         return bool(dates) and all(not values.agrees(d, q, set()) for d in dates for q in asked)

@@ -17,7 +17,7 @@ Both sides (answer and gold) go through the same steps, in this order:
 4. a middle initial inside a name is dropped ("Scott A. Martens" = "Scott Martens");
 5. attached scale letters read as words: "1.54B"/"7b" billion, "2M" million (capital M only:
    "2m" stays metres, except after a currency: "$1.2m", "EUR 1.2m", "1.2m euros"), "16K"/"16k" thousand,
-   "3T" trillion, "2bn"/"2 mn", and "Mio."/"Mrd." (million, billion); scientific notation becomes
+   "3T" trillion, "2bn"/"2 mn", "Mio."/"Mrd." (million, billion) and "lakh"/"crore" (10^5, 10^7); scientific notation becomes
    its digits ("1e6" = "1.2 × 10^6"/1000000 = "10^6" read as 1,000,000);
 6. case folded; every Unicode dash and hyphen is one hyphen, a separator between words and
    digits ("38.4-metre" = "38.4 metre", "CC-BY-NC-4.0" = "CC BY NC 4.0") and a minus sign only
@@ -132,7 +132,9 @@ ONES = {w: i for i, w in enumerate("zero one two three four five six seven eight
                                    "sixteen seventeen eighteen nineteen".split())}
 TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
 NUMBER_WORDS = {w: str(i) for w, i in {**ONES, **TENS}.items() if w != "one"}  # single words that always count
-SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "mio": 6, "mrd": 9, "mln": 6, "bln": 9}
+SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "mio": 6, "mrd": 9, "mln": 6, "bln": 9, "bn": 9, "mn": 6, "tn": 12,
+          "lakh": 5, "lakhs": 5, "crore": 7, "crores": 7}  # "lakh"/"crore": the Indian scale words (12 lakh = 1.2 million)
+_ABBREVIATED_SCALES = ("mio", "mrd", "mln", "bln", "bn", "mn", "tn")  # abbreviations: after digits only, never a number word's
 CURRENCY = {"$": "usd", "usd": "usd", "dollar": "usd", "dollars": "usd", "£": "gbp", "gbp": "gbp", "pound": "gbp", "pounds": "gbp",
             "€": "eur", "eur": "eur", "euro": "eur", "euros": "eur", "¥": "jpy", "jpy": "jpy", "yen": "jpy", "₹": "inr", "inr": "inr",
             "rupees": "inr", "chf": "chf", "francs": "chf", "aud": "aud", "cad": "cad", "nzd": "nzd", "hkd": "hkd", "sgd": "sgd",
@@ -250,7 +252,7 @@ def _number_run(text: str, words: list, i: int):
             current, last = current + TENS[w], "tens"
         elif w == "hundred" and last in ("ones", "a") and 0 < current < 10:
             current, last = current * 100, "hundred"
-        elif w in SCALES and w not in ("mio", "mrd", "mln", "bln") and last in ("ones", "tens", "hundred", "a") and current > 0:
+        elif w in SCALES and w not in _ABBREVIATED_SCALES and last in ("ones", "tens", "hundred", "a") and current > 0:
             total, current, last = total + current * 10 ** SCALES[w], 0, "scale"
         else:
             break

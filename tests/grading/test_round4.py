@@ -399,3 +399,28 @@ WRAPPERS = [
 @pytest.mark.parametrize("answer,golds,question,expected", WRAPPERS)
 def test_plain_html_wrappers_are_text(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+
+B12 = ["$1.2 billion"]
+SCALES_AND_YEARS = [
+    # "bn", "mn" written apart from the number, and the Indian scale words, as "billion" is
+    ("USD 1.2 bn", B12, "", True),
+    ("$1.2 bn", B12, "", True),
+    ("1.2 bn USD", B12, "", True),
+    ("$1.2 mn", B12, "", False),
+    ("120 crore rupees", ["₹1.2 billion"], "", True),
+    ("12 lakh", ["1.2 million"], "", True),
+    ("12 lakh", ["12 million"], "", False),
+    # a number followed by its own year is about that year ("How much in 2023?")
+    ("$1.2 billion in 2023 and $1.5 billion in 2024", B12, "How much did it raise in 2023?", True),
+    ("$1.5 billion in 2024 and $1.2 billion in 2023", B12, "How much did it raise in 2023?", True),
+    ("$1.2 billion (2023) and $1.5 billion (2024)", B12, "How much did it raise in 2023?", True),
+    ("$1.2 billion in 2023 and $1.5 billion in 2024", B12, "How much did it raise?", False),
+    ("$1.2 billion or $1.5 billion in 2023", B12, "How much did it raise in 2023?", False),
+    ("$1.5 billion in 2023 and $1.2 billion in 2024", B12, "How much did it raise in 2023?", False),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", SCALES_AND_YEARS)
+def test_scale_words_and_a_number_beside_its_own_year(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
