@@ -82,13 +82,13 @@ from typing import Optional
 from . import candidates as cand
 from . import claim as cl
 from . import values
-from .answer import claim_of
+from .answer import ANSWER_CAP, claim_of
 from .candidates import Candidate
 from . import shape
 from .normalize import contains, currency_names, fold, tokens, umlaut_forms
 
 CORRECT_VERSION = "correct-4"  # correct-4: comparisons read in their direction, more negations, hedges, retractions (round four)
-CLAIM_CHARS = 2000  # of the claim read: an answer line is a sentence or a list, not a document
+CLAIM_CHARS = ANSWER_CAP  # of the claim read: all that graders read (padding cut nothing off it: "X" + 2,000 spaces + "or Y")
 BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value
 _OFFERS = re.compile(r"(?:or|alternatively|otherwise|maybe|perhaps|possibly)\b", re.IGNORECASE)  # a later line that offers

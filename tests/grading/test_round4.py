@@ -424,3 +424,11 @@ SCALES_AND_YEARS = [
 @pytest.mark.parametrize("answer,golds,question,expected", SCALES_AND_YEARS)
 def test_scale_words_and_a_number_beside_its_own_year(answer, golds, question, expected):
     assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
+
+
+def test_padding_hides_no_alternative():
+    """The claim was cut at 2,000 characters: spaces or dots before "or Han Xiao" hid it. Nothing the graders read
+    (answer.ANSWER_CAP) is cut from the claim now."""
+    for pad in (" " * 2100, ". " * 1100, "\u00a0" * 2100):
+        assert _grade(f"Scott Martens{pad} or Han Xiao", S, "") == 0.0
+    assert _grade("Scott Martens" + " " * 2100 + "(he wrote it)", S, "") == 1.0
