@@ -16,12 +16,14 @@ from .normalize import contains, tokens
 ITEM_WORDS = 4  # words of a coordinated alternative ("Scott Martens and Han Xiao"); a longer run is prose
 _NEGATION = re.compile(r"\b(?:by\s+no\s+means|any(?:one|body|thing)\s+but|not|never|cannot|neither|nor|none|no|nobody|nothing|noone)\b"
                        r"|n['\u2019]t\b|\b(?:rather\s+than|instead\s+of|other\s+than|except|unlike)\b"
-                       r"|\b(?:incorrect|wrong|false|untrue|mistaken|(?:wrong|mistaken|false|erroneous|incorrect)ly|ruled\s+out)\b",
+                       r"|\b(?:incorrect|wrong|false|untrue|mistaken|(?:wrong|mistaken|false|erroneous|incorrect)ly|ruled\s+out|excluded|eliminated|"
+                       r"disproven|disproved|debunked|discredited)\b",
                        re.IGNORECASE)
 _PLAIN_NEGATION = re.compile(r"not|never|cannot|neither|nor|none|no|nobody|nothing|noone|n['\u2019]t", re.IGNORECASE)
 _EXCEPTION = re.compile(r"\b(?:other\s+than|except(?:\s+for)?|besides|apart\s+from|save\s+for|but)\b", re.IGNORECASE)
 _PREDICATE = re.compile(r"not|never|cannot|n['\u2019]t|incorrect|wrong|false|untrue|mistaken|(?:wrong|mistaken|false|erroneous|incorrect)ly"
-                        r"|ruled\s+out|by\s+no\s+means", re.IGNORECASE)  # may deny what precedes
+                        r"|ruled\s+out|excluded|eliminated|disproven|disproved|debunked|discredited|by\s+no\s+means",
+                        re.IGNORECASE)  # may deny what precedes
 NOT_NEGATION = re.compile(r"\b(?:not\s+only|not\s+just|not\s+until|not\s+least|not\s+to\s+mention|no\s+doubt|nothing\s+but|"
                            r"whether\s+or\s+not|whether\b[^,;.!?]{0,80}?\bor\s+not|"
                            r"without\s+(?:a\s+)?doubt|(?:no|not)\s+(?:later|earlier|more|less|fewer|sooner)\s+than)\b", re.IGNORECASE)

@@ -21,8 +21,8 @@ following", or a heading that restates the question) introduces the next line, u
    candidate is then
    - *denied* when a negation covers it: "not", "n't", "never", "no", "nobody", "nothing", "neither",
      "nor", "none", "by no means", "anyone/anything but", "rather than", "instead of", "other than", "except",
-     "unlike", "wrongly", "mistakenly", "ruled out" deny what follows them in their clause ("It is not
-     Apache-2.0"); "not"/"never"/"wrong"/"incorrect"/"false"/"untrue"/"mistakenly"/"ruled out" with nothing after
+     "unlike", "wrongly", "mistakenly", "ruled out", "excluded", "debunked" deny what follows them in their clause ("It is not
+     Apache-2.0"); "not"/"never"/"wrong"/"incorrect"/"false"/"untrue"/"mistakenly"/"ruled out"/"excluded" with nothing after
      them deny what precedes them ("Apache-2.0 is not right", "Han Xiao is mistakenly credited"). A negation
      with an exception asserts the exception ("no author other than Scott Martens", "none other than", "nobody
      except"). "not only", "no doubt", "nothing but", "whether or not" and the like are no negations. A clause
