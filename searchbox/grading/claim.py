@@ -56,6 +56,7 @@ MARKUP = re.compile(r"</?(?!(?:b|strong|i|em|u|mark|code|sup|sub|br|small|s|del|
 _BLOCK_WRAPPER = re.compile(r"</?(?:p|div|section|article|blockquote|h[1-6]|li|ul|ol|td|tr|th|table|tbody|thead|answer|center)\s*/?>",
                             re.IGNORECASE)
 _INLINE_WRAPPER = re.compile(r"</?(?:span|font)\s*>", re.IGNORECASE)
+_MODIFIED = re.compile(r"[^\s\-]+(?:-[^\s\-]+)*-(?:compatible|ish|like|style|based|inspired|derived|esque)\b", re.IGNORECASE)
 STRUCK = re.compile(r"~~.+?~~|<(s|del|strike)>.*?</\1>", re.IGNORECASE)
 _QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|\u201c[^\u201d\n]{1,300}\u201d|\u201e[^\u201c\u201d\n]{1,300}[\u201c\u201d]")
 PUNCT = " \t*_\"'`.,!?;:()[]{}-\u2013\u2014"
@@ -103,6 +104,19 @@ class Clause:
     hedged: bool = False
     retracted: bool = False
     colon: bool = False  # ends in a colon: a lead-in to what follows
+
+
+def modified(line: str, found: list[Candidate]) -> list[tuple[int, int]]:
+    """Values with an adjective glued on, which name something else ("Apache-2.0-compatible", "Apache 2.0-ish",
+    "granite-like"): each such word, grown to the candidates it overlaps (denied, as a negation's range is)."""
+    out = []
+    for m in _MODIFIED.finditer(line):
+        s, e = m.start(), m.end()
+        for c in found:
+            if c.start < e and s < c.end:
+                s, e = min(s, c.start), max(e, c.end)
+        out.append((s, e))
+    return out
 
 
 def unwrap(text: str) -> str:

@@ -28,7 +28,8 @@ following", or a heading that restates the question) introduces the next line, u
      except"). "not only", "no doubt", "nothing but", "whether or not" and the like are no negations. A clause
      that retracts (a lone "no", "wrong", "wait", "that's not correct", "I retract that", "that's a common
      misconception", or one that opens with "actually", "correction", "I mean", "or rather", "scratch that", "on
-     reflection", "Update:") denies everything before it; struck-through text (~~X~~, <del>) is denied;
+     reflection", "Update:") denies everything before it; struck-through text (~~X~~, <del>) is denied, and so is a
+     value with an adjective glued on ("Apache-2.0-compatible", "granite-like": claim.modified);
    - *context* when it is a bound or a total: a date after "before", "after", "by", "until", "no later
      than"; a number after "more than" or any comparative and "than" ("taller than", "older than"), "over",
      "under", "at least", "nearly", "almost"; either followed by "or more", "or taller", "+", "at the latest"; both ends of "between X and Y" and "from X to Y"; a number after
@@ -63,7 +64,8 @@ following", or a heading that restates the question) introduces the next line, u
    Engineering Group") or joined to the gold by "and", "or", "&", "/", "plus" ("Engineering Group and
    Scott Martens", "Berlin or Munich"; "et al.", "and others" too); a gold without typed parts ("granite",
    "v3") competes with short alternatives joined to it the same way ("granite and sandstone"); a name the
-   answer writes in lower case competes with what is joined to it, commas included. A candidate whose words
+   answer writes in lower case competes with what is joined to it, commas included; a version joined to a model id
+   gold is another model ("jina-embeddings-v3 or v4"). A candidate whose words
    repeat the question's is no claim ("the model jina-clip-v2 ..."). A yes/no gold wants the claim to open
    with that word (or say only it in a clause: "the answer is no", "it's a no"), unhedged, and never the other (a clause
    "probably not" or "it might be yes" says the other).
@@ -93,6 +95,7 @@ BARE_LINES = 200  # lines after the claim searched for bare values
 BARE_CHARS = 120  # a longer line is prose, not a bare value
 _OFFERS = re.compile(r"(?:or|alternatively|otherwise|maybe|perhaps|possibly)\b", re.IGNORECASE)  # a later line that offers
 _OWN_DATE = re.compile(r"\s*(?:\(\s*|,?\s*(?:in|for|during|as\s+of|at\s+the\s+end\s+of)\s+(?:the\s+)?(?:year\s+)?)", re.IGNORECASE)
+_VERSION_JOINED = re.compile(r"\s*(?:,?\s*(?:or|and|and/or|&|plus)\s+|/\s*)(v?\d+(?:\.\d+)*)\b(?!\s*(?:%|[^\W\d_]))", re.IGNORECASE)
 PREAMBLE_LINES = 3  # lines before the answer that state nothing ("Based on the documents, I found the following")
 
 @dataclass
@@ -220,7 +223,8 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     clauses = cl.clauses(line, masked, found)
     if (polar := _polarity(gold.golds)) is not None:
         return _polar_verdict(line, masked, clauses, polar, after)
-    denied = cl.negations(line, masked, clauses, found, [*gold.golds, *(i for g in gold.golds for i in shape.list_items(g))]) + [(m.start(), m.end()) for m in cl.STRUCK.finditer(line)]
+    denied = cl.negations(line, masked, clauses, found, [*gold.golds, *(i for g in gold.golds for i in shape.list_items(g))]) \
+        + cl.modified(line, found) + [(m.start(), m.end()) for m in cl.STRUCK.finditer(line)]
     status = {id(c): cl.status(c, line, masked, clauses, denied, found) for c in found}
     asserted = [c for c in found if status[id(c)] == "asserted"]
     free = cl.asserted_mask(line, clauses, denied)
@@ -261,6 +265,8 @@ def verdict(claim: str, golds: list[str], question: str = "", after: str = "") -
     if gold_hit is not None and (gold.names or gold.untyped or listed):  # alternatives joined to the gold ("Berlin or Munich")
         v.contradicting += [t for t in _coordinated(line, spans, found, status, gold, lowercase=textual_only, q_tokens=q_tokens,
                                                     listed=listed) if t not in v.contradicting]
+    if gold_hit is not None and any(p.kind == "model" for p in gold.all_parts):  # "jina-embeddings-v3 or v4": another version
+        v.contradicting += [m[1] for s, e in spans if (m := _VERSION_JOINED.match(line, e)) and m[1] not in v.contradicting]
     if listed:  # a list gold: an item of the claim's own list that is no gold item is one too many ("- red\n- green\n- yellow")
         v.contradicting += [t for t in shape.extra_items(line, gold.golds) if t not in v.contradicting]
     if alternatives:

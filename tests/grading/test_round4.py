@@ -436,3 +436,27 @@ def test_padding_hides_no_alternative():
     for pad in (" " * 2100, ". " * 1100, "\u00a0" * 2100):
         assert _grade(f"Scott Martens{pad} or Han Xiao", S, "") == 0.0
     assert _grade("Scott Martens" + " " * 2100 + "(he wrote it)", S, "") == 1.0
+
+
+IDS = [
+    # a license with an adjective glued on is another license ("Apache-2.0-compatible"), a version joined to a model id another
+    # model ("jina-embeddings-v3 or v4")
+    ("Apache-2.0-compatible", APACHE, "", False),
+    ("Apache 2.0-ish", APACHE, "", False),
+    ("an Apache-2.0-style license", APACHE, "", False),
+    ("Apache-2.0-licensed", APACHE, "", True),
+    ("GPL-3.0-only", ["GPL-3.0-only"], "", True),
+    ("GPL-3.0-or-later", ["GPL-3.0-or-later"], "", True),
+    ("jina-embeddings-v3 or v4", ["jina-embeddings-v3"], "", False),
+    ("jina-embeddings-v3/v4", ["jina-embeddings-v3"], "", False),
+    ("jina-embeddings-v3 and v4", ["jina-embeddings-v3"], "", False),
+    ("jina-embeddings-v3 or 4", ["jina-embeddings-v3"], "", False),
+    ("jina-embeddings-v3, not v4", ["jina-embeddings-v3"], "", True),
+    ("jina-embeddings-v3 and Jina AI's API", ["jina-embeddings-v3"], "", True),
+    ("jina-embeddings-v3 (v3 is the newest)", ["jina-embeddings-v3"], "", True),
+]
+
+
+@pytest.mark.parametrize("answer,golds,question,expected", IDS)
+def test_licenses_and_model_ids_with_something_glued_or_joined(answer, golds, question, expected):
+    assert _grade(answer, golds, question) == float(expected), verdict(answer, golds, question).as_dict()
