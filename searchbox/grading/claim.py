@@ -29,7 +29,11 @@ NOT_NEGATION = re.compile(r"\b(?:not\s+only|not\s+just|not\s+until|not\s+least|n
                            r"without\s+(?:a\s+)?doubt|(?:no|not)\s+(?:later|earlier|more|less|fewer|sooner)\s+than)\b", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|might|(?:may|could)\s+be|unsure|uncertain|unclear|not\s+sure|not\s+certain|guess|"
                     r"doubt|doubtful|unlikely|improbable|allegedly|supposedly|(?:someone|somebody|something)\s+else|"
-                    r"or\s+(?:another|other)s?|alternatives?|alternatively|possib(?:le|ility|ilities)|whether|unknown|rumou?red|reportedly|reputedly|"
+                    r"or\s+(?:another|other)s?|alternatives?|alternatively|whether|unknown|rumou?red|reportedly|reputedly|"
+                    # "possible" hedges as a predicate or beside a candidate ("X is possible", "one possible author"),
+                    # never as a plain adjective ("the best possible choice", "as soon as possible")
+                    r"possibilit(?:y|ies)|(?:is|are|was|were|be|seems?|it['\u2019]s)\s+(?:\w+\s+)?possible|"
+                    r"(?:a|one|another|other|some|several)\s+possible|possible\s+(?:answers|candidates|options|authors|values|choices|matches)|"
                     r"(?:said|thought|believed|reported|rumou?red|claimed|alleged)\s+to\s+(?:be|have)|"
                     r"some\s+(?:say|said|claim|claimed|believe|think|sources))\b", re.IGNORECASE)
 _HEDGE_ALONE = re.compile(r"(?:maybe|perhaps|possibly|allegedly|supposedly|unsure|uncertain|unclear|unknown|i\s+guess|"

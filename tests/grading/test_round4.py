@@ -127,6 +127,13 @@ WORDING = [
     ("Han Xiao is reportedly the author.", H, "", False),
     ("Some say Han Xiao; the post says Scott Martens.", H, "", False),
     ("Scott Martens; it is possible he had help.", S, "", True),
+    # "possible" as a plain adjective hedges nothing (the first form of the rule read it as a hedge)
+    ("Han Xiao is the best possible answer.", H, "", True),
+    ("Apache-2.0, the most permissive license possible here.", APACHE, "", True),
+    ("Scott Martens (answered as soon as possible).", S, "", True),
+    ("Han Xiao is possible.", H, "", False),
+    ("One possible author is Han Xiao.", H, "", False),
+    ("Possible authors: Han Xiao.", H, "", False),
     ("Whether or not you count the editor, Scott Martens wrote it.", S, "", True),
     ("Scott Martens. I don't know who edited it.", S, "", True),
     ("I know that Scott Martens wrote it.", S, "", True),
