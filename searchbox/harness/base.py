@@ -1,4 +1,5 @@
-"""The harness interface: what `searchbox.run` hands a harness (RunContext) and what it asks of it (Harness)."""
+"""The harness interface: what `searchbox.run` hands a harness (RunContext) and what it asks of it (Harness); CliHarness,
+the shape the agent CLIs (pi/, claudecode/, codex/) share."""
 
 from __future__ import annotations
 
@@ -101,3 +102,37 @@ class Harness(abc.ABC):
     @abc.abstractmethod
     def resume(self, ctx: RunContext, checkpoint: dict) -> None:
         """Continue a run from the last checkpoint it wrote, with continuous accounting."""
+
+
+class CliHarness(Harness):
+    """An agent CLI under the reference protocol: its own loop in the run's box, its model calls and the run's tools
+    through the channel (harness/cli_run.py). A subclass names its run class, imported on first use (loading a
+    harness to validate a config imports no agent), and what it refuses to run under beyond a control policy."""
+
+    @abc.abstractmethod
+    def run_class(self) -> Any:
+        """The agent's cli_run.CliRun: its install (`require`), its state (`restore`) and its run."""
+
+    def refuse(self, cfg: "RunConfig") -> None:
+        """Refuse a config the agent cannot run under (a tool protocol, no box), in one line with the fix."""
+
+    def check(self, cfg: "RunConfig") -> None:
+        self.refuse_control(cfg)
+        self.refuse(cfg)
+        self.run_class().require()
+
+    def protocol(self, spec: Any) -> str:
+        return "native"  # the agents call tools the OpenAI way (or as the API's tool_use blocks): the server's own tool calls
+
+    def run(self, ctx: RunContext) -> None:
+        run = self.run_class()
+        run(ctx, run.require()).run()
+
+    def restore(self, checkpoint: dict) -> Any:
+        return self.run_class().restore(checkpoint)
+
+    def resume(self, ctx: RunContext, checkpoint: dict) -> None:
+        run = self.run_class()
+        state = run.restore(checkpoint)
+        session = run.saved_session(ctx.workspace.run_dir, state)
+        run(ctx, run.require(), state).run(resumed=True, session=session)
