@@ -157,6 +157,12 @@ class Accountant:
     def run_over(self) -> bool:
         return bool(self.h.run_ceiling_s) and self.elapsed() > self.h.run_ceiling_s
 
+    def stop_of(self, exc: BaseException) -> tuple[str, str]:
+        """The stop reason (and detail) of what ended the run, one rule for every harness: a model error past the run's
+        ceiling is the ceiling only when the model had answered in it; a run it never answered is model_error, an
+        infrastructure stop redone on relaunch (the agent CLIs' runs called it ceiling_seconds, a result)."""
+        return stop_of(exc, self.run_over() and self.answered())
+
     def deadline(self) -> tuple[Optional[float], str]:
         """The monotonic time by which the next HTTP call (with its retries) must be done, and whose it is (run|turn)."""
         now = time.monotonic()

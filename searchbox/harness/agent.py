@@ -18,7 +18,7 @@ from ..corpus import safefs
 from ..config import HarnessConfig
 from ..corpus.dataroom import Workspace
 from ..errors import BackendError, ModelError
-from .accounting import Accountant, Clock, Ledger, TurnStats, stop_of
+from .accounting import Accountant, Clock, Ledger, TurnStats
 from .base import CONTINUE, INFRA_STOPS, STOP_REASONS, EndTurn, RunContext, Stop
 from ..model.protocol import JsonProtocol, NativeProtocol
 from ..record.record import ToolRow
@@ -180,7 +180,7 @@ class Agent:
         except KeyboardInterrupt:
             stop, detail = "interrupted", "KeyboardInterrupt"
         except Exception as exc:
-            stop, detail = stop_of(exc, self.acct.run_over() and self.acct.answered())  # never answered: model_error
+            stop, detail = self.acct.stop_of(exc)  # never answered: model_error
             if not isinstance(exc, (Stop, ModelError, BackendError)):  # a harness bug: keep the traceback
                 self.rec.event("error", self.s.turn, traceback=traceback.format_exc())
         finally:

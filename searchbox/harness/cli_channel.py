@@ -15,7 +15,6 @@ from typing import Any, Optional
 from ..errors import ModelError
 from ..model.llm import Usage
 from ..record.record import ToolRow
-from .accounting import stop_of
 from .agent import OVERFLOW_RX, visible_text
 from .base import EndTurn, Stop
 from .channel import Reply, error
@@ -65,7 +64,7 @@ class ChannelSide:
                 with self.lock:
                     if OVERFLOW_RX.search(str(exc)):
                         return self._overflow(exc)
-                    return self._refuse(Stop(*stop_of(exc, self.acct.run_over())), "the model endpoint failed", 502)
+                    return self._refuse(Stop(*self.acct.stop_of(exc)), "the model endpoint failed", 502)
             with self.lock:
                 return self._answer(body, payload, resp, agent, before)
 

@@ -28,7 +28,7 @@ from ..errors import BackendError, ModelError, SearchboxError
 from ..model.protocol import template_supports_tools
 from ..paths import atomic_write
 from ..tools import Outcome, sandbox
-from .accounting import Accountant, Clock, Ledger, stop_of
+from .accounting import Accountant, Clock, Ledger
 from .agent import backstop, record_turn
 from .base import CONTINUE, EndTurn, RunContext, Stop
 from .cli_channel import ChannelSide
@@ -143,7 +143,7 @@ class CliRun(ChannelSide):
         """The stop reason (and detail) of what ended the run; a harness bug keeps its traceback in the trace."""
         if isinstance(exc, KeyboardInterrupt):
             return "interrupted", "KeyboardInterrupt"
-        stop = stop_of(exc, self.acct.run_over())
+        stop = self.acct.stop_of(exc)
         if not isinstance(exc, (Stop, ModelError, BackendError)):
             with self.lock:
                 self._event("error", traceback=traceback.format_exc())

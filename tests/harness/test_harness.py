@@ -120,3 +120,20 @@ def test_a_tool_results_data_is_not_counted_as_sent():
     text = {"role": "tool", "tool_call_id": "c1", "name": "ls", "content": "a.md\t10"}
     with_data = {**text, "data": {"entries": [{"name": f"f{i}.md", "size": i} for i in range(2000)]}}
     assert sent_chars({"messages": [with_data]}) == sent_chars({"messages": [text]})
+
+
+def test_one_stop_rule_for_every_harness_a_model_error_past_the_ceiling_is_the_ceiling_only_once_it_answered():
+    # Accountant.stop_of: the native loop and mini-swe-agent read it so, the agent CLIs (their run and their channel)
+    # called a run past its ceiling ceiling_seconds (a result, counted) even when the model never answered in it.
+    from searchbox.errors import ModelError
+    from searchbox.harness.accounting import Clock
+
+    h = make_cfg(budget=2, run_ceiling_s=1.0).harness
+    acct = Accountant(h, Ledger(clock=Clock(before=5.0)))  # five seconds into a one-second ceiling
+    acct.begin_turn()
+    assert acct.run_over() and acct.stop_of(ModelError("HTTP 500: boom"))[0] == "model_error"
+    acct.ledger.turn.llm_calls = 1  # the model answered in this turn
+    assert acct.stop_of(ModelError("HTTP 500: boom")) == ("ceiling_seconds", "HTTP 500: boom")
+    within = Accountant(make_cfg(budget=2, run_ceiling_s=600.0).harness, Ledger())
+    assert within.stop_of(ModelError("HTTP 500: boom"))[0] == "model_error"
+    assert within.stop_of(Stop("paused")) == ("paused", "")

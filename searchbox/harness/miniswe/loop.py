@@ -33,7 +33,7 @@ from minisweagent.models.utils.actions_text import format_observation_messages, 
 from ...errors import BackendError, ModelError
 from ...model.protocol import text_of
 from ...record.record import ToolRow
-from ..accounting import Accountant, Clock, Ledger, stop_of
+from ..accounting import Accountant, Clock, Ledger
 from ..agent import OVERFLOW_RX, backstop, record_turn, visible_text
 from ..base import CONTINUE, EndTurn, RunContext, Stop
 from ..state import dump
@@ -161,7 +161,7 @@ class MiniRun:
         except KeyboardInterrupt:
             stop, detail = "interrupted", "KeyboardInterrupt"
         except Exception as exc:
-            stop, detail = stop_of(exc, self.acct.run_over() and self.acct.answered())
+            stop, detail = self.acct.stop_of(exc)
             if not isinstance(exc, (Stop, ModelError, BackendError)):  # a harness bug: keep the traceback
                 self._event("error", traceback=traceback.format_exc())
         finally:
