@@ -233,8 +233,14 @@ class CliRun(ChannelSide):
                 self._checkpoint()
 
     def _settle_tools(self) -> None:
-        """Before a turn's row, and once the agent is gone: a tool call still in flight (Claude Code's run waits for it;
-        Pi's and Codex's do not, and such a call's row and time come after the turn's row)."""
+        """Before a turn's row, and once the agent is gone: wait for a tool call in flight (searchbox runs it whatever
+        the agent does meanwhile; its own limits end it), so a tool still running when the turn was cut has its row and
+        time in this turn (Pi's and Codex's runs did not wait: such a call's row and seconds went to the next turn)."""
+        if self.tool_lock.acquire(timeout=self.h.bash_timeout_s + 120):
+            self.tool_lock.release()
+        else:
+            with self.lock:
+                self._event("warning", detail="a tool call was still running when the turn's row was written")
 
     def _can_save(self) -> bool:
         return self.box is not None and self.box.alive()

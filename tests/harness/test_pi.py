@@ -229,3 +229,21 @@ def test_a_conversation_the_server_cannot_hold_is_context_exhausted_after_pis_ow
     assert meta["stop_reason"] == "context_exhausted", (meta["stop_reason"], meta["stop_detail"])
     assert meta["harness"]["overflows"] >= 1 and meta["turns"] == 1
     assert any(e["type"] == "compaction" and e["reason"] == "overflow" for e in trace(tmp_path / "run"))
+
+
+def test_a_tool_still_running_when_the_turn_is_cut_has_its_row_and_time_in_that_turn(tmp_path, pi):
+    # The turn's ceiling passes while the model's bash call runs: the turn's row is written once the call is done
+    # (CliRun._settle_tools), so the call's row, and its seconds, belong to the turn it ran in, as under Claude Code.
+    cfg = pi_cfg(budget=2, turn_ceiling_s=1.5)
+    cfg.tools = "none"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 4; echo slept"}}]},
+              {"content": "first"}, {"content": "second"}]
+    run_dir = tmp_path / "run"
+    with PiServer(script) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url)
+    assert meta["stop_reason"] == "budget_spent", meta["stop_detail"]
+    turns, calls = tables(run_dir)
+    assert list(calls["turn"]) == [1] and calls["duration_ms"].iloc[0] >= 3500
+    first = turns.iloc[0]
+    assert first["ended_by"] == "turn_ceiling" and first["tool_calls"] == 1 and first["tool_ms"] >= 3500, turns.to_dict("records")
+    assert turns.iloc[1]["tool_calls"] == 0 and turns.iloc[1]["tool_ms"] < 1000

@@ -175,15 +175,6 @@ class ClaudeCodeRun(CliRun):
         self._event("claude_code_started", claude_code=self.install.version, node=self.install.node_version,
                     sandbox=self.ctx.toolset.ctx.sandbox_mode)
 
-    def _settle_tools(self) -> None:
-        """Wait for a tool call in flight (searchbox runs it whatever Claude Code does meanwhile; its own limits end it):
-        a tool still running when the turn was cut has its row and time in this turn."""
-        if self.tool_lock.acquire(timeout=self.h.bash_timeout_s + 120):
-            self.tool_lock.release()
-        else:
-            with self.lock:
-                self._event("warning", detail="a tool call was still running when the turn's row was written")
-
     def _save_session(self, name: str) -> None:
         """Claude Code's session file, copied from its config folder into the run's claude-code/ (never through a
         link; found by the id its init record gave)."""
