@@ -353,3 +353,22 @@ def test_a_codex_without_the_runs_tools_stops_the_run_in_one_line(tmp_path, code
         meta = execute(cfg, QUESTION, None, tmp_path / "run", srv.url)
     assert meta["stop_reason"] == "tool_error" and "MCP bridge did not start" in meta["stop_detail"] and not srv.requests
     assert "\n" not in meta["stop_detail"]
+
+
+@pytest.mark.parametrize("quota_mb", [1024, 0])  # work/ a tmpfs in the box, or the run's folder bound as it is
+def test_the_model_may_rewrite_an_answer_the_backstop_wrote_in_an_earlier_turn(tmp_path, codex, quota_mb):
+    # Codex's backstop does not hand its ANSWER.md to the box's user as Pi's and Claude Code's do (CliRun.hand_over):
+    # the model's bash must still be able to rewrite it in a later turn, whether work/ is a tmpfs in the box or bound.
+    cfg = codex_cfg(budget=2, work_quota_mb=quota_mb)
+    script = [{"content": "First: 38 metres."},
+              {"tool_calls": [{"name": "bash", "arguments": {"command": "printf '38.4 metres\\n' > ANSWER.md && cat ANSWER.md"}}]},
+              {"content": "Done."}]
+    run_dir = tmp_path / "run"
+    with ScriptedServer(billed(script), **SERVER) as srv:
+        meta = execute(cfg, QUESTION, None, run_dir, srv.url)
+    assert meta["stop_reason"] == "budget_spent" and meta["turns"] == 2, meta["stop_detail"]
+    assert (run_dir / "snapshots" / "ANSWER-t1.md").read_text().strip() == "First: 38 metres."  # the backstop's
+    _, calls = tables(run_dir)
+    assert list(calls["ok"]) == [True], calls[["tool", "error"]].to_dict("records")
+    assert meta["answer_source"] == "model" and meta["answer"] == "38.4 metres\n"
+
