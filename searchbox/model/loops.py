@@ -8,7 +8,8 @@ repetition is proven, as the bound would have cut it later.
 
 The rule, as a researcher can check it against a trace: a reply loops once the JSON string it is writing ends with
 a passage of at least `min_chars` characters holding at least `min_words` different words, written `repeats` times
-in a row (verbatim, in the JSON text as generated), once the string holds at least `min_string` characters. Shorter units (`0, 0, 0`, `| --- | --- |`, `very very`) never
+in a row (verbatim, in the JSON text as generated), once the string holds at least `min_string` characters before
+the piece that proved it. The reply is kept without that last piece (JSON schema version 5; LoopWatch.feed says why). Shorter units (`0, 0, 0`, `| --- | --- |`, `very very`) never
 stop a reply, nor does a repeat that spans a string's end (a list of equal items), nor anything outside a string.
 
 Why only inside an open string: the reply is then cut where the next request's prompt closes the assistant turn
@@ -48,9 +49,14 @@ class LoopWatch:
     escaped: bool = False
     string_start: int = 0  # where the string being written began (its first character), while in_string
     found: str = field(default="")  # the unit that repeated, once feed returned True
+    kept: int = 0  # the text before the last piece fed: what a stopped reply keeps (see feed)
 
     def feed(self, delta: str) -> bool:
-        start = len(self.text)
+        """Whether the reply loops once `delta`, the next piece the server sent, is read. A stopped reply keeps the
+        text before that piece (`kept`): llama-server computes a token's place in its cache when it samples the next
+        one, so every piece but the last was computed before the client closed, and the last may or may not have been;
+        kept, the next request would find it cached or prefill it by how soon the server saw the close."""
+        start = self.kept = len(self.text)
         self.text += delta
         for i, ch in enumerate(delta, start + 1):
             if self.in_string:
@@ -67,7 +73,7 @@ class LoopWatch:
     def _loops(self) -> bool:
         rule, text = self.rule, self.text
         end = len(text)
-        if end - self.string_start < rule.min_string:
+        if self.kept - self.string_start < rule.min_string:  # what a stop keeps has room for every gold
             return False
         longest = min(rule.max_chars, (end - self.string_start) // rule.repeats)
         for unit in range(rule.min_chars, longest + 1):

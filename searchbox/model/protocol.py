@@ -69,8 +69,9 @@ def _call_id() -> str:
 # The final answer is bounded the same way (schema version 3): under version 2 SmolLM2's `answer` text, no tool
 # argument, repeated a phrase to max_tokens in 35 of 123 turns of the main command (results/benchmarks/main_command.md).
 # Since version 4 a reply that loops (one passage three times in a row in a string it is writing: loops.LoopRule) is
-# stopped there; the reply is streamed to watch it, and nothing before the stop changes.
-JSON_SCHEMA_VERSION = 4  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped
+# stopped there; the reply is streamed to watch it, and nothing before the stop changes. Since version 5 the stopped
+# reply is kept without the piece that proved the loop, whose place in the server's cache depended on timing.
+JSON_SCHEMA_VERSION = 5  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped; 5: kept without the last piece
 BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # ablations (benchmarks/main_command.py): "off" is version 1, "calls" 2, "answer" 3
 REPETITION_CAP = 2000  # llama.cpp's grammar parser: a longer {0,N} is silently unbounded (or refused, by version)
 # The longest call any tool but write/edit can be made to generate, in characters (compact JSON): SmolLM2's
@@ -91,7 +92,7 @@ class GenerationBounds:
     # builtin/jina-questions.jsonl), which leaves room for the answer line and a Sources line naming three files
     # of the packaged corpus's median path (68 characters). An answer cut here is marked `truncated` and graded as written.
     answer: Optional[int] = 480  # None: schema version 2, the calls bounded and the answer not
-    loop: Optional[LoopRule] = LoopRule()  # a looping reply is stopped (schema version 4); None: version 3
+    loop: Optional[LoopRule] = LoopRule()  # a looping reply is stopped (schema version 5); None: version 3
     items: int = 4  # items of an array of texts
     path_items: int = 2  # items of an array of paths (a search's scope): each may be a long path
     kinds: tuple[tuple[str, str], ...] = (  # catalog argument name -> kind; every other string is `text`
