@@ -139,7 +139,7 @@ async def read_events(resp: httpx.Response, cap: int, watcher: Any) -> tuple[int
 
     The deltas' text is joined, and the last event's `usage` and llama.cpp `timings` are kept; the watcher sees the
     text as it grows, and once it says stop, no more is read (the caller's closing the connection ends the server's
-    generation) and the reply's finish_reason is `loop`, its text all but that last piece. An event that is not JSON, or a stream with no choices, comes
+    generation) and the reply's finish_reason is `loop`, its text cut where the watcher says (`kept`). An event that is not JSON, or a stream with no choices, comes
     back as its own text for _parse to refuse; an `error` event as HTTP 500 with that error."""
     text, reasoning, finish, usage, timings = [], [], None, None, None
     size, pending, seen = 0, b"", False
@@ -190,7 +190,7 @@ async def read_events(resp: httpx.Response, cap: int, watcher: Any) -> tuple[int
             if isinstance(piece, str) and piece:
                 text.append(piece)
                 if watcher.feed(piece):
-                    text.pop()  # kept without the piece that proved the loop: its cache state depends on timing (loops.py)
+                    text[:] = ["".join(text)[:watcher.kept]]  # up to the last copy: never the last piece (loops.py)
                     return reply("loop")
     return reply(finish) if seen else (200, pending.decode("utf-8", "replace"), None)
 

@@ -8,8 +8,8 @@ repetition is proven, as the bound would have cut it later.
 
 The rule, as a researcher can check it against a trace: a reply loops once the JSON string it is writing ends with
 a passage of at least `min_chars` characters holding at least `min_words` different words, written `repeats` times
-in a row (verbatim, in the JSON text as generated), once the string holds at least `min_string` characters before
-the piece that proved it. The reply is kept without that last piece (JSON schema version 5; LoopWatch.feed says why). Shorter units (`0, 0, 0`, `| --- | --- |`, `very very`) never
+in a row (verbatim, in the JSON text as generated). The reply is kept up to where the last copy begins (JSON schema
+version 5; LoopWatch.feed says why), and never stopped where that would keep fewer than `min_string` characters. Shorter units (`0, 0, 0`, `| --- | --- |`, `very very`) never
 stop a reply, nor does a repeat that spans a string's end (a list of equal items), nor anything outside a string.
 
 Why only inside an open string: the reply is then cut where the next request's prompt closes the assistant turn
@@ -49,14 +49,17 @@ class LoopWatch:
     escaped: bool = False
     string_start: int = 0  # where the string being written began (its first character), while in_string
     found: str = field(default="")  # the unit that repeated, once feed returned True
-    kept: int = 0  # the text before the last piece fed: what a stopped reply keeps (see feed)
+    kept: int = 0  # once feed returned True: where the stopped reply ends (its text[:kept]; see feed)
+    piece: int = 0  # where the last piece fed began
 
     def feed(self, delta: str) -> bool:
-        """Whether the reply loops once `delta`, the next piece the server sent, is read. A stopped reply keeps the
-        text before that piece (`kept`): llama-server computes a token's place in its cache when it samples the next
-        one, so every piece but the last was computed before the client closed, and the last may or may not have been;
-        kept, the next request would find it cached or prefill it by how soon the server saw the close."""
-        start = self.kept = len(self.text)
+        """Whether the reply loops once `delta`, the next piece the server sent, is read. A stopped reply keeps its
+        text up to where the last copy of the passage begins (`kept`): two copies say all the third does, and the cut
+        falls before the last piece read. That matters for the run's key: llama-server computes a token's place in its
+        cache when it samples the next one, so every piece but the last was in its cache before the client closed,
+        and the last was or was not by how soon the server saw the close; kept, the next request would have found it
+        cached or prefilled it (another kernel, other last bits) by timing alone."""
+        start = self.piece = len(self.text)
         self.text += delta
         for i, ch in enumerate(delta, start + 1):
             if self.in_string:
@@ -73,10 +76,13 @@ class LoopWatch:
     def _loops(self) -> bool:
         rule, text = self.rule, self.text
         end = len(text)
-        if self.kept - self.string_start < rule.min_string:  # what a stop keeps has room for every gold
+        if min(end - rule.min_chars, self.piece) - self.string_start < rule.min_string:  # no cut could keep every gold yet
             return False
         longest = min(rule.max_chars, (end - self.string_start) // rule.repeats)
         for unit in range(rule.min_chars, longest + 1):
+            cut = min(end - unit, self.piece)  # before the last copy and before the last piece
+            if cut - self.string_start < rule.min_string:  # a longer unit cuts earlier still
+                return False
             if text[end - 1] != text[end - 1 - unit]:  # cheap first: most units fail on the last character
                 continue
             tail = text[end - unit * rule.repeats:]
@@ -84,5 +90,6 @@ class LoopWatch:
             # words are counted without the two at its ends, which a rotated copy may have cut (`---` into `-`, `--`).
             if tail[unit:] == tail[:-unit] and len(set(tail.split()[1:-1])) >= rule.min_words:
                 self.found = tail[-unit:]
+                self.kept = cut
                 return True
         return False

@@ -70,8 +70,9 @@ def _call_id() -> str:
 # argument, repeated a phrase to max_tokens in 35 of 123 turns of the main command (results/benchmarks/main_command.md).
 # Since version 4 a reply that loops (one passage three times in a row in a string it is writing: loops.LoopRule) is
 # stopped there; the reply is streamed to watch it, and nothing before the stop changes. Since version 5 the stopped
-# reply is kept without the piece that proved the loop, whose place in the server's cache depended on timing.
-JSON_SCHEMA_VERSION = 5  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped; 5: kept without the last piece
+# reply is kept up to where the passage's last copy begins, never with the piece that proved the loop, whose place
+# in the server's cache depended on timing.
+JSON_SCHEMA_VERSION = 5  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped; 5: kept up to its last copy
 BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # ablations (benchmarks/main_command.py): "off" is version 1, "calls" 2, "answer" 3
 REPETITION_CAP = 2000  # llama.cpp's grammar parser: a longer {0,N} is silently unbounded (or refused, by version)
 # The longest call any tool but write/edit can be made to generate, in characters (compact JSON): SmolLM2's
