@@ -116,8 +116,16 @@ class CliHarness(Harness):
     def refuse(self, cfg: "RunConfig") -> None:
         """Refuse a config the agent cannot run under (a tool protocol, no box), in one line with the fix."""
 
+    def refuse_protocol(self, cfg: "RunConfig") -> None:
+        """The agents call tools the server's own way (`protocol` below): a configured JSON protocol would key a run by
+        a prompt and grammar the agent never sends, so it is refused, for every agent alike."""
+        if cfg.model.protocol not in ("native", "auto"):
+            raise ConfigError(f"harness={self.kind} calls tools the server's own way (model.protocol=native or auto); "
+                              f"model.protocol={cfg.model.protocol!r} runs under harness=native")
+
     def check(self, cfg: "RunConfig") -> None:
         self.refuse_control(cfg)
+        self.refuse_protocol(cfg)
         self.refuse(cfg)
         self.run_class().require()
 

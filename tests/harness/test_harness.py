@@ -33,6 +33,17 @@ def test_the_kind_is_part_of_what_names_a_run():
     assert RunConfig().semantic()["harness"]["kind"] == "native"
 
 
+@pytest.mark.parametrize("kind", ["pi", "claude-code", "codex"])
+def test_every_agent_refuses_the_json_protocol_it_would_never_send(kind):
+    """An agent calls tools the server's own way: model.protocol=json would key its runs by a prompt and a grammar it
+    never sends. Pi once took it silently; the refusal is one rule for every agent, before the install is looked at."""
+    cfg = RunConfig()
+    cfg.harness.kind, cfg.model.protocol = kind, "json"
+    with pytest.raises(ConfigError, match=f"harness={kind} .*model.protocol='json' runs under harness=native") as info:
+        harnesses.load(kind).check(cfg)
+    assert "\n" not in str(info.value)
+
+
 def test_a_second_harness_plugs_in_through_the_registry(tmp_path, monkeypatch):
     """A harness running its own loop gets the same RunContext and leaves the same record: here, one that answers at once."""
     calls = []

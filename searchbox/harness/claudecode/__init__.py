@@ -7,7 +7,6 @@ given, wire.py for the translation to the run's OpenAI endpoint).
 from __future__ import annotations
 
 from ...config import RunConfig
-from ...errors import ConfigError
 from ..base import CliHarness
 
 
@@ -15,11 +14,6 @@ class ClaudeCodeHarness(CliHarness):
     """Claude Code under the reference protocol; `check` refuses before any run when it cannot run."""
 
     kind = "claude-code"
-
-    def refuse(self, cfg: RunConfig) -> None:
-        if cfg.model.protocol not in ("native", "auto"):
-            raise ConfigError(f"harness=claude-code needs the server's own tool calls (model.protocol=native); "
-                              f"model.protocol={cfg.model.protocol!r} is the native loop's")
 
     def identity(self, cfg: RunConfig) -> dict:
         from .launch import identity

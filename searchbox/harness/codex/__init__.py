@@ -16,8 +16,6 @@ class CodexHarness(CliHarness):
     kind = "codex"
 
     def refuse(self, cfg: RunConfig) -> None:
-        if cfg.model.protocol not in ("native", "auto"):
-            raise ConfigError(f"harness=codex calls tools the OpenAI way only; model.protocol={cfg.model.protocol!r} runs under harness=native")
         if cfg.harness.sandbox == "none":
             raise ConfigError("harness=codex runs only in the box (its loopback forwarder needs the box's network namespace); "
                               "harness.sandbox=none is refused")
