@@ -317,9 +317,11 @@ class CliRun(ChannelSide):
                 "context_window": self.ctx.context_window, "server_renders_tools": s.server_renders_tools}
 
     def _channel_facts(self) -> dict:
+        """What the channel and the box saw of strangers: every agent's record ends with these (Codex's once had no
+        box_killed)."""
         channel = self.channel
         return {"channel_requests": channel.requests if channel else 0, "channel_refused": channel.refused if channel else 0,
-                "channel_strangers": channel.strangers if channel else 0}
+                "channel_strangers": channel.strangers if channel else 0, "box_killed": list(self.box.killed) if self.box else []}
 
     @classmethod
     def restore(cls, checkpoint: dict) -> Any:

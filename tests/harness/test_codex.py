@@ -144,7 +144,7 @@ def test_parity_the_same_script_gives_the_native_loops_rows_tokens_and_answer(tm
     assert all(r["max_tokens"] <= codex_cfg().model.max_tokens and "id_slot" not in r for r in srv.requests)
     h = meta["harness"]
     assert h["kind"] == "codex" and h["codex_version"] == install.pinned_version() and h["thread"] and h["exits"] == [0]
-    assert h["unmatched_calls"] == 0 and h["channel_strangers"] == 0 and "request_user_input" in h["dropped_tools"]
+    assert h["unmatched_calls"] == 0 and h["channel_strangers"] == 0 and h["box_killed"] == [] and "request_user_input" in h["dropped_tools"]
     # The trace: Codex's prompt with the task joined and the run's date; tool results as Codex sent them, with data.
     events = trace(run_dir)
     messages = [e["message"] for e in events if e["type"] == "message"]

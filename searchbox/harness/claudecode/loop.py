@@ -296,7 +296,7 @@ class ClaudeCodeRun(CliRun):
             # Claude Code's own sum of usage (its result records) beside the channel's: they agree unless something
             # called the model past it (its results cover whole turns only: a turn cut by a stop may have none)
             "usage_check": {"forwarder": forwarded, "claude_code": claimed, "agree": claimed == forwarded}, "usage_agree": claimed == forwarded,
-            **self._channel_facts(), "box_killed": list(self.box.killed) if self.box else [],
+            **self._channel_facts(),
         }
 
     @classmethod

@@ -223,8 +223,7 @@ class PiRun(CliRun):
         return {"kind": "pi", "pi_version": self.install.version, "node": self.install.node_version, "session": "pi/session.jsonl",
                 **self._run_facts(), "compaction_calls": s.compaction_calls,
                 "compaction_tokens": s.compaction_usage.prompt + s.compaction_usage.completion, "overflows": s.overflows,
-                "withheld_answers": s.withheld, "usage_check": check, "usage_agree": check["agree"], **self._channel_facts(),
-                "box_killed": list(self.box.killed) if self.box else []}
+                "withheld_answers": s.withheld, "usage_check": check, "usage_agree": check["agree"], **self._channel_facts()}
 
 
 def why_gone(stderr: str, exit_code: Optional[int], node_version: str) -> str:
