@@ -106,7 +106,11 @@ class ChannelSide:
         self.calls[call["id"]] = {"name": call["function"]["name"], "arguments": call["function"]["arguments"], "step": self.s.step}
 
     def _note_words(self, said: str) -> None:
-        self.s.last_text = said
+        """The model's last own words, what the backstop writes. A reply that came after the turn closed (a stop came
+        first, the agent was killed or gone) is billed but never read, for every agent: as under the native loop,
+        where a call past its deadline gives no reply. Pi and Claude Code once took it, Codex not."""
+        if self.open:
+            self.s.last_text = said
 
     def _side_call(self, usage: Usage, before: int) -> None:
         """A model call without tools: the agent compacting."""

@@ -148,3 +148,22 @@ def test_one_stop_rule_for_every_harness_a_model_error_past_the_ceiling_is_the_c
     within = Accountant(make_cfg(budget=2, run_ceiling_s=600.0).harness, Ledger())
     assert within.stop_of(ModelError("HTTP 500: boom"))[0] == "model_error"
     assert within.stop_of(Stop("paused")) == ("paused", "")
+
+
+def test_a_reply_after_the_turn_closed_is_never_the_backstops_answer_under_any_agent():
+    """The backstop writes the model's last own words; a reply that came after the turn closed (a stop first, the agent
+    killed or gone) is billed but never read, as under the native loop, where a call past its deadline gives no reply.
+    Pi and Claude Code once took such a reply as the answer, Codex not: now one rule, which no agent overrides."""
+    from types import SimpleNamespace
+
+    from searchbox.harness.claudecode.loop import ClaudeCodeRun
+    from searchbox.harness.cli_channel import ChannelSide
+    from searchbox.harness.codex.loop import CodexRun
+    from searchbox.harness.pi.loop import PiRun
+
+    assert PiRun._note_words is ClaudeCodeRun._note_words is CodexRun._note_words is ChannelSide._note_words
+    run = SimpleNamespace(open=True, s=SimpleNamespace(last_text=""))
+    ChannelSide._note_words(run, "It is 38.4 metres tall.")
+    run.open = False
+    ChannelSide._note_words(run, "A late reply nobody received.")
+    assert run.s.last_text == "It is 38.4 metres tall."

@@ -244,10 +244,6 @@ class CodexRun(CliRun):
         self.calls[call["id"]] = {"name": call["function"]["name"], "arguments": call["function"]["arguments"],
                                   "parsed": _parsed(call["function"]["arguments"]), "step": self.s.step, "turn": self.s.turn}
 
-    def _note_words(self, said: str) -> None:
-        if self.open:  # an answer that came after the turn ended (Codex killed or dead) is billed, never read
-            self.s.last_text = said
-
     def _side_call(self, usage: Usage, before: int) -> None:
         """Codex compacting: each compaction is one model call without tools (its summary)."""
         super()._side_call(usage, before)
