@@ -88,7 +88,7 @@ def test_pi_runs_the_reference_protocol_accounted_at_the_channel_and_resumes(tmp
     assert h["kind"] == "pi" and h["pi_version"] == install.pinned_version() and h["compaction_calls"] == srv.compaction_calls
     assert h["usage_check"]["agree"] and h["usage_check"]["session"]["answers"] == len(agent)  # Pi's session sums to the forwarder's
     assert h["first_prompt_tokens"] > 1000  # Pi's system prompt and tools, before the question (visible against the window)
-    assert (run_dir / "pi" / "session.jsonl").is_file() and (run_dir / "pi" / "checkpoint-session.jsonl").is_file()
+    assert (run_dir / "pi" / "session.jsonl").is_file() and (run_dir / "pi" / "checkpoint-session.jsonl").is_file() and h["session_missing"] == []
     # Tool rows as the native loop writes them: bash split by program, the dataroom tool's paths.
     bash = calls[calls["tool"] == "bash"].iloc[0]
     assert list(bash["programs"]) == ["ls", "head", "grep", "head"] and bash["ok"] and bash["step"] == 1 and bash["turn"] == 1

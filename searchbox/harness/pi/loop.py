@@ -84,7 +84,7 @@ class PiRun(CliRun):
     def __init__(self, ctx, pi, state: Optional[PiState] = None):
         super().__init__(ctx, pi, state)
         self.prompt_id: Optional[str] = None
-        self.session_note = ""
+        self.session_missing: list[str] = []  # the session copies Pi had no file for (its record says so)
 
     def _stop_of(self, exc: BaseException) -> tuple[str, str]:
         if isinstance(exc, PiGone):
@@ -167,7 +167,8 @@ class PiRun(CliRun):
         view = self.box.private_views.get("session") if self.box is not None else None
         data = safefs.read_bytes(view, launch.SESSION_FILE, cap=SESSION_CAP) if view is not None else None
         if data is None:
-            self.session_note = f"no session file to copy as {name}"
+            if name not in self.session_missing:
+                self.session_missing.append(name)
             return
         atomic_write(self.folder / name, data)
 
@@ -223,7 +224,8 @@ class PiRun(CliRun):
         return {"kind": "pi", "pi_version": self.install.version, "node": self.install.node_version, "session": "pi/session.jsonl",
                 **self._run_facts(), "compaction_calls": s.compaction_calls,
                 "compaction_tokens": s.compaction_usage.prompt + s.compaction_usage.completion, "overflows": s.overflows,
-                "withheld_answers": s.withheld, "usage_check": check, "usage_agree": check["agree"], **self._channel_facts()}
+                "withheld_answers": s.withheld, "usage_check": check, "usage_agree": check["agree"], **self._channel_facts(),
+                "session_missing": list(self.session_missing)}
 
 
 def why_gone(stderr: str, exit_code: Optional[int], node_version: str) -> str:
