@@ -286,7 +286,7 @@ class Agent:
         if resp.malformed:  # the reply itself could not be taken (over the size limit, nested too deep)
             message, malformed = {"role": "assistant", "content": ""}, resp.malformed
         else:
-            decoded = self.protocol.decode(resp.message)
+            decoded = self.protocol.decode(resp.message, resp.finish_reason)
             message, malformed = decoded.message, decoded.malformed
         self._add(message, usage={"prompt": usage.prompt, "completion": usage.completion, "cached": usage.cached,
                                   "estimated": usage.estimated, "latency_s": round(resp.latency_s, 4),

@@ -9,7 +9,7 @@ repetition is proven, as the bound would have cut it later.
 The rule, as a researcher can check it against a trace: a reply loops once the JSON string it is writing ends with
 a passage of at least `min_chars` characters holding at least `min_words` different words, written `repeats` times
 in a row (verbatim, in the JSON text as generated). The reply is kept up to where the last copy begins (JSON schema
-version 5; LoopWatch.feed says why), and never stopped where that would keep fewer than `min_string` characters of
+version 6; LoopWatch.feed says why), and never stopped where that would keep fewer than `min_string` characters of
 the string. Shorter units (`0, 0, 0`, `| --- | --- |`, `very very`) never stop a reply, nor does a repeat that spans
 a string's end (a list of equal items), nor anything outside a string.
 

@@ -70,9 +70,12 @@ def _call_id() -> str:
 # argument, repeated a phrase to max_tokens in 35 of 123 turns of the main command (results/benchmarks/main_command.md).
 # Since version 4 a reply that loops (one passage three times in a row in a string it is writing: loops.LoopRule) is
 # stopped there; the reply is streamed to watch it, and nothing before the stop changes. Since version 5 the stopped
-# reply is kept up to where the passage's last copy begins, never with the piece that proved the loop, whose place
-# in the server's cache depended on timing.
-JSON_SCHEMA_VERSION = 5  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped; 5: kept up to its last copy
+# reply was kept without the piece that proved the loop, whose place in the server's cache depended on timing; since
+# version 6 it is kept up to where the passage's last copy begins (always before that piece: SmolLM2 went on longer
+# from a third copy's start), and a tool call stopped so is fed back as stopped, not as a parse error.
+JSON_SCHEMA_VERSION = 6  # 1: no bound; 2: GenerationBounds on every string, array and whole number of a call; 3: the answer too; 4: loops stopped; 5: kept without the last piece; 6: kept up to its last copy
+# The feedback for a tool call the loop watch stopped: the model's JSON was sound, the harness ended it.
+LOOP_STOPPED = "the call was stopped before it was complete: it wrote one passage three times in a row in a string"
 BOUNDS_ENV = "SEARCHBOX_JSON_BOUNDS"  # ablations (benchmarks/main_command.py): "off" is version 1, "calls" 2, "answer" 3
 REPETITION_CAP = 2000  # llama.cpp's grammar parser: a longer {0,N} is silently unbounded (or refused, by version)
 # The longest call any tool but write/edit can be made to generate, in characters (compact JSON): SmolLM2's
@@ -93,7 +96,7 @@ class GenerationBounds:
     # builtin/jina-questions.jsonl), which leaves room for the answer line and a Sources line naming three files
     # of the packaged corpus's median path (68 characters). An answer cut here is marked `truncated` and graded as written.
     answer: Optional[int] = 480  # None: schema version 2, the calls bounded and the answer not
-    loop: Optional[LoopRule] = LoopRule()  # a looping reply is stopped (schema version 5); None: version 3
+    loop: Optional[LoopRule] = LoopRule()  # a looping reply is stopped (schema version 6); None: version 3
     items: int = 4  # items of an array of texts
     path_items: int = 2  # items of an array of paths (a search's scope): each may be a long path
     kinds: tuple[tuple[str, str], ...] = (  # catalog argument name -> kind; every other string is `text`
@@ -241,8 +244,9 @@ class NativeProtocol:
             payload["tool_choice"] = "auto"
         return payload
 
-    def decode(self, message: dict) -> Decoded:
-        """The reply as a canonical assistant message; a reply that cannot be carried out is malformed (its text is kept)."""
+    def decode(self, message: dict, finish_reason: Optional[str] = None) -> Decoded:
+        """The reply as a canonical assistant message; a reply that cannot be carried out is malformed (its text is kept).
+        The finish reason is not read: no native reply is stopped early."""
         content, problem = text_of(message.get("content"))
         out = {"role": "assistant", "content": content}
         reasoning = message.get("reasoning_content")
@@ -336,7 +340,10 @@ class JsonProtocol:
             return {"role": "user", "content": f"Result of {message.get('name', 'tool')}:\n{message.get('content', '')}"}
         return {"role": role, "content": message.get("content", "")}
 
-    def decode(self, message: dict) -> Decoded:
+    def decode(self, message: dict, finish_reason: Optional[str] = None) -> Decoded:
+        """The reply as a canonical assistant message. An answer cut (by max_tokens or a loop's stop) is kept, marked
+        `truncated`; a tool call cut is malformed, and one the loop watch stopped (`finish_reason` "loop") says so: the
+        model's JSON was sound, the harness ended it (since version 6; before, the feedback read as a parse error)."""
         raw, problem = text_of(message.get("content"))
         if problem:
             return Decoded({"role": "assistant", "content": "", "raw": ""}, problem)
@@ -346,6 +353,8 @@ class JsonProtocol:
             partial = PARTIAL_ANSWER.match(raw)
             if partial:  # an answer cut off at max_tokens: keep what was said rather than loop on it
                 return Decoded({"role": "assistant", "content": bounds.valid_text(_unescape(partial.group(1))), "raw": raw, "truncated": True})
+            if finish_reason == "loop":
+                return Decoded({"role": "assistant", "content": "", "raw": raw}, LOOP_STOPPED)
             where = f" ({exc.msg} at char {exc.pos})" if isinstance(exc, json.JSONDecodeError) else f" ({exc})"
             return Decoded({"role": "assistant", "content": "", "raw": raw}, f"response is not valid JSON{where}")
         if isinstance(obj, dict) and "tool" in obj:

@@ -189,6 +189,32 @@ def test_a_run_whose_answer_loops_keeps_the_cut_answer_and_goes_on_from_it(tmp_p
     assert [e["message"]["content"] for e in replies][-1] == "18 m"
 
 
+def test_a_tool_call_stopped_for_looping_is_fed_back_as_stopped_not_as_bad_json(tmp_path):
+    """A bash command that repeats itself is stopped like an answer, but a cut call cannot be run: the reply is
+    malformed, and the trace and the model's feedback say the harness stopped it (JSON schema version 6; version 5
+    fed back 'response is not valid JSON (Unterminated string...)', a parse error the model never made)."""
+    from searchbox.model.protocol import LOOP_STOPPED, JsonProtocol
+
+    command = "grep -rn model dataroom/ | head; " * 8
+    cfg = make_cfg(budget=1)
+    cfg.model.protocol = "json"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"content": "18 m"}]
+    meta, srv, run_dir = run_script(tmp_path, script, cfg, server_kw={"slots": 1})
+    events = trace(run_dir)
+    stopped = [e for e in events if e.get("type") == "message" and e["message"]["role"] == "assistant"][0]
+    assert stopped["usage"]["finish_reason"] == "loop" and command.startswith(stopped["message"]["raw"].split('"command": "')[1])
+    assert [e["error"] for e in events if e.get("type") == "malformed"] == [LOOP_STOPPED]
+    feedback = [m for m in srv.requests[1]["messages"] if m["role"] == "user"][-1]["content"]
+    assert LOOP_STOPPED in feedback and "not valid JSON" not in feedback
+    assert meta["answer"].strip() == "18 m"
+    # Decoding alone: the same cut text without the stop is a parse error, and a stopped answer is still an answer.
+    raw = stopped["message"]["raw"]
+    assert "not valid JSON" in JsonProtocol().decode({"content": raw}).malformed
+    assert JsonProtocol().decode({"content": raw}, "loop").malformed == LOOP_STOPPED
+    answer = JsonProtocol().decode({"content": '{"answer": "' + LOOP[:150]}, "loop")
+    assert answer.malformed is None and answer.message["truncated"] and answer.message["content"] == LOOP[:150]
+
+
 # ---- the real llama-server: nothing before the stop changes ------------------------------------
 @pytest.mark.e2e
 def test_llama_server_stops_smollm2s_loop_and_changes_nothing_before_it(real_home):

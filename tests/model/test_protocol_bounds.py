@@ -97,7 +97,7 @@ def test_the_catalog_is_left_as_it_is_and_its_tighter_bounds_win():
 
 
 def test_schema_version_and_the_unbounded_ablation(monkeypatch):
-    assert JsonProtocol().version == protocol.JSON_SCHEMA_VERSION == 5 and JsonProtocol(None).version == 1
+    assert JsonProtocol().version == protocol.JSON_SCHEMA_VERSION == 6 and JsonProtocol(None).version == 1
     assert JsonProtocol().watch is not None and JsonProtocol(None).watch is None
     monkeypatch.setenv(protocol.BOUNDS_ENV, "off")
     assert protocol.json_bounds() is None
@@ -111,7 +111,7 @@ def test_schema_version_and_the_unbounded_ablation(monkeypatch):
     proto = protocol.choose("json", None)
     assert proto.version == 3 and proto.watch is None and "maxLength" in json.dumps(_answer_schema(proto))
     monkeypatch.delenv(protocol.BOUNDS_ENV)
-    assert protocol.choose("json", None).version == 5
+    assert protocol.choose("json", None).version == 6
 
 
 def _answer_schema(proto: JsonProtocol) -> dict:

@@ -58,10 +58,10 @@ def _golden_configs() -> dict[str, tuple[RunConfig, str, Served]]:
 
 
 GOLDEN = {
-    "high-json": {"config": "a364cfd0ac47e4c9", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "ee57e22ef2960256", "prompt": "ef5f839e6fde6d41", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
+    "high-json": {"config": "a364cfd0ac47e4c9", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "8250c4eabeba2799", "prompt": "d1e1e9c3744e387c", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
     "none-native": {"config": "7086f4d2f5944cd6", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "70c4b21f0109ca73", "prompt": "3a7bb9f003031d37", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "cf1cbb66a638b486"},
     "oracle": {"config": "c373dcbf81a53b23", "dataroom": "8e924143458e3b44", "gold_read": "43a681a97310a192", "key": "bc142fd3aad49b5c", "prompt": "b23ee14c16030338", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0316e725235eaf61", "server_args": "1d8fc6ceb1f94c63"},
-    "server-flags": {"config": "7086f4d2f5944cd6", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "194280fca4526781", "prompt": "8c9410662c56831b", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
+    "server-flags": {"config": "7086f4d2f5944cd6", "dataroom": "8e924143458e3b44", "gold_read": "1d8fc6ceb1f94c63", "key": "9137a5fd5c12c91f", "prompt": "19737f884023e7ad", "question": "f972bec2ebb9e201", "question_id": "f88b218c601a57b8", "served": "0f53d687e671958a", "server_args": "169e743eddcec61e"},
 }
 
 
