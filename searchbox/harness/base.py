@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
 from ..errors import ConfigError
 
@@ -72,6 +72,9 @@ class Harness(abc.ABC):
     """
 
     kind: ClassVar[str]
+    # The tool protocol this harness always speaks, whatever model.protocol resolves to (None: the resolved one). The
+    # run key's prompt is that protocol's, so key.json says what the record's `protocol` says.
+    speaks: ClassVar[Optional[str]] = None
 
     def check(self, cfg: "RunConfig") -> None:
         """Refuse (ConfigError/SetupError, one line with the fix) before anything is written when this harness cannot run."""
@@ -129,8 +132,12 @@ class CliHarness(Harness):
         self.refuse(cfg)
         self.run_class().require()
 
+    # The agents call tools the OpenAI way (or as the API's tool_use blocks): the server's own tool calls. Their task is
+    # the native loop's system prompt, which the key's prompt then holds as sent.
+    speaks = "native"
+
     def protocol(self, spec: Any) -> str:
-        return "native"  # the agents call tools the OpenAI way (or as the API's tool_use blocks): the server's own tool calls
+        return self.speaks
 
     def run(self, ctx: RunContext) -> None:
         run = self.run_class()

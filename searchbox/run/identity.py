@@ -53,13 +53,16 @@ class _NoServer:
 
 
 def resolved_protocol(cfg: RunConfig, client: Any = None) -> str:
-    """The tool protocol the run will speak: native|json as configured, or what `auto` picks from this server's /props.
-    A native protocol the server's template cannot render is a ConfigError (model.limits.check_tools_reach)."""
+    """The tool protocol the run will speak: native|json as configured, or what `auto` picks from this server's /props,
+    unless the harness always speaks one (Harness.speaks: the agent CLIs, native, whose keys once held the JSON prompt
+    `auto` picked on a tool-less template while they sent native calls). A native protocol the server's template
+    cannot render is a ConfigError when configured so (model.limits.check_tools_reach)."""
+    from ..harness import load
     from ..model.limits import check_tools_reach, read_limits
     from ..model.protocol import choose
 
     server = client if client is not None and not cfg.model.policy else _NoServer()
-    name = choose(cfg.model.protocol, server).name
+    name = load(cfg.harness.kind).speaks or choose(cfg.model.protocol, server).name
     if not isinstance(server, _NoServer):
         check_tools_reach(name, cfg.model.protocol, read_limits(server))
     return name

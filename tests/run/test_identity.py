@@ -19,7 +19,7 @@ from searchbox.config import OPERATIONAL_FIELDS, RunConfig, stable_hash
 from searchbox.corpus.dataroom import builtin_dataroom, open_workspace
 from searchbox.errors import ConfigError
 from searchbox.model.served import served_identity
-from searchbox.run.identity import dataroom_identity, describe_key, key_inputs, resolved_protocol, run_key
+from searchbox.run.identity import dataroom_identity, describe_key, key_inputs, resolve, resolved_protocol, run_key
 from searchbox.model.llm import ChatClient
 from searchbox.record.record import Gold, Served
 from searchbox.tools import catalog
@@ -252,6 +252,27 @@ def test_resolved_protocol_follows_the_server_template():
     forced = RunConfig()
     forced.model.protocol = "json"
     assert resolved_protocol(forced) == "json"
+
+
+@pytest.mark.parametrize("kind", ["pi", "claude-code", "codex"])
+def test_an_agent_cli_is_keyed_by_the_native_prompt_it_sends_whatever_auto_picks(kind):
+    """On a template without tools `auto` picks constrained JSON for the native loop, but an agent CLI calls tools the
+    server's own way: its key's prompt once held the JSON protocol's suffix and grammar, which it never sends, while
+    its record said `protocol: native`. Now the key holds the native prompt (the agent's task, as sent) and record
+    and key agree; a configured native protocol on such a template is still refused."""
+    from searchbox import harness as harnesses
+
+    cfg = RunConfig()
+    cfg.harness.kind = kind
+    with ScriptedServer([], supports_tools=False) as srv:
+        client = ChatClient(cfg.model, srv.url)
+        assert resolved_protocol(RunConfig(), client) == "json" and resolved_protocol(cfg, client) == "native"
+        spec = resolve(cfg, "q1", "How tall?", "data", SERVED, protocol=resolved_protocol(cfg, client))
+        assert spec.prompt["protocol"] == harnesses.load(kind).protocol(spec) == "native"
+        assert "response_format" not in spec.prompt["request"] and "JSON" not in spec.prompt["system"]
+        native = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, protocol="native"))
+        with pytest.raises(ConfigError, match="cannot render tools"):
+            resolved_protocol(native, client)
 
 
 def test_served_identity_asks_the_server():
