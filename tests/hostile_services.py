@@ -7,6 +7,7 @@ the MCP server, the persistent index, and the sweep directory under faults (a fu
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -249,7 +250,16 @@ def small_disk(tmp: Path, size: str) -> Path:
 def _fill(mnt: Path, leave: int = 0) -> Path:
     """A filler file taking all but about `leave` bytes of mnt's free space."""
     filler = mnt / f"filler-{len(list(mnt.glob('filler-*')))}"
-    with open(filler, "wb") as fh:
+    deadline = time.monotonic() + 30
+    while True:  # the sweep may hold the disk full for a moment (a temporary it is writing): then even a create fails
+        try:
+            fh = open(filler, "wb")
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    with fh:
         with contextlib.suppress(OSError):  # ENOSPC: full
             while True:
                 st = os.statvfs(mnt)
