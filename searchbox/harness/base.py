@@ -91,7 +91,7 @@ class Harness(abc.ABC):
     def protocol(self, spec: Any) -> str:
         """The tool protocol this harness speaks on the wire for a resolved run (a RunSpec): the record says it from the
         first write, before the first call, so a live dashboard never shows a run without one."""
-        return spec.protocol
+        return self.speaks or spec.protocol  # a run keyed before `speaks` may hold the protocol `auto` picked
 
     def restore(self, checkpoint: dict) -> Any:
         """The state a checkpoint holds, checked whole (shape and types): a resume calls it before it writes anything,
@@ -120,9 +120,9 @@ class CliHarness(Harness):
         """Refuse a config the agent cannot run under (a tool protocol, no box), in one line with the fix."""
 
     def refuse_protocol(self, cfg: "RunConfig") -> None:
-        """The agents call tools the server's own way (`protocol` below): a configured JSON protocol would key a run by
-        a prompt and grammar the agent never sends, so it is refused, for every agent alike."""
-        if cfg.model.protocol not in ("native", "auto"):
+        """The agents call tools the server's own way (`speaks`): a configured JSON protocol would key a run by a prompt
+        and grammar the agent never sends, so it is refused, for every agent alike."""
+        if cfg.model.protocol not in (self.speaks, "auto"):
             raise ConfigError(f"harness={self.kind} calls tools the server's own way (model.protocol=native or auto); "
                               f"model.protocol={cfg.model.protocol!r} runs under harness=native")
 
@@ -135,9 +135,6 @@ class CliHarness(Harness):
     # The agents call tools the OpenAI way (or as the API's tool_use blocks): the server's own tool calls. Their task is
     # the native loop's system prompt, which the key's prompt then holds as sent.
     speaks = "native"
-
-    def protocol(self, spec: Any) -> str:
-        return self.speaks
 
     def run(self, ctx: RunContext) -> None:
         run = self.run_class()

@@ -77,12 +77,10 @@ class LoopWatch:
     def _loops(self) -> bool:
         rule, text = self.rule, self.text
         end = len(text)
-        if min(end - rule.min_chars, self.piece) - self.string_start < rule.min_string:  # no cut could keep every gold yet
-            return False
         longest = min(rule.max_chars, (end - self.string_start) // rule.repeats)
         for unit in range(rule.min_chars, longest + 1):
             cut = min(end - unit, self.piece)  # before the last copy and before the last piece
-            if cut - self.string_start < rule.min_string:  # a longer unit cuts earlier still
+            if cut - self.string_start < rule.min_string:  # no room for every gold yet; a longer unit cuts earlier still
                 return False
             if text[end - 1] != text[end - 1 - unit]:  # cheap first: most units fail on the last character
                 continue
